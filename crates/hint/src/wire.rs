@@ -1,0 +1,982 @@
+//! The Mobile Edge Hint on the wire: compact, versioned, compressed.
+//!
+//! Seed 000 §IV: "we use gzip to compact the data and only selected fields are
+//! included in the packets, we observe that 89.8% of the edge hint are less
+//! than 1KB". We keep only what the client's algorithms read (sizes, hosts,
+//! discovery, RTTs, computation latency, α) and identify objects by a 32-bit
+//! hash of their URL instead of the URL itself: the client hashes the URL the
+//! browser asks for and looks it up. Raw DEFLATE (RFC 1951) replaces gzip (the
+//! 18-byte gzip frame buys nothing inside a DNS option).
+//!
+//! ## Layout (version 1)
+//!
+//! ```text
+//! byte 0   version = 1
+//! byte 1   flags: bit 0 COMPRESSED (body is raw DEFLATE)
+//!                 bit 1 PARTIAL    (degraded form: per-origin aggregates)
+//!                 bits 2–7 must be 0
+//! body     (after inflating when COMPRESSED); integers are minimal LEB128
+//!          varints unless a width is given; strings are varint length + UTF-8:
+//!   generated_at_unix_s, ttl_s, alpha_milli (α·1000), computation_ms + 1 (0 = unknown),
+//!   total_bytes (exact sum of known sizes, whole page), object_count (distinct URLs, whole page),
+//!   page_url,
+//!   hash_width (1 byte: 2, 3 or 4),
+//!   origin_count, origin_count × {
+//!       host, rtt_100us + 1 (0 = unknown; RTT in units of 100 µs), rtt_age_s,
+//!       listed, listed × { url_hash (hash_width bytes, LE), size_code (1 byte) },
+//!       if PARTIAL: unlisted_count, unlisted_bytes }
+//! ```
+//!
+//! Per object the full form spends `hash_width + 1` bytes, usually 3:
+//!
+//! - Objects are grouped under their origin, so they need no origin index, and
+//!   a URL hash only has to be unique among its origin's objects (the client
+//!   knows the host of every request). The encoder takes the narrowest width
+//!   (16, 24 or 32 bits of [`url_hash`]) with no collision inside any origin.
+//! - Sizes travel as a one-byte logarithmic code ([`size_code`]): ±4.4 %, far
+//!   finer than the balancing needs (LPT itself is only within 33 % of the
+//!   optimum); the page total stays exact.
+//! - How an object is discovered stays in the edge's store; the client's
+//!   algorithms do not read it per object, so the hint leaves it out.
+//!
+//! The **full form** lists every distinct object URL. When it would not fit
+//! the caller's budget (1232 bytes, the usual EDNS UDP cap, for a DNS answer),
+//! the **partial form** lists the largest objects that fit and carries, per
+//! origin, the count and bytes of the objects it left out: the client still
+//! knows the page size (for n) and every byte per origin, and balances the
+//! unlisted objects by least load.
+
+use serde::Serialize;
+use std::io::{Read, Write};
+
+use crate::page::{strip_fragment, PageContext};
+
+/// Wire format version this module writes and reads.
+pub const VERSION: u8 = 1;
+
+/// Flag: the body is raw DEFLATE.
+pub const FLAG_COMPRESSED: u8 = 0b01;
+
+/// Flag: the body is the partial (degraded) form.
+pub const FLAG_PARTIAL: u8 = 0b10;
+
+/// The usual EDNS(0) UDP payload cap (DNS flag day 2020); a hint meant for one
+/// UDP answer should fit well inside it.
+pub const DNS_UDP_BUDGET: usize = 1232;
+
+/// Largest inflated body the decoder accepts, bytes: a hint is advice for one
+/// page, and this stops a small compressed packet from inflating into a large
+/// allocation.
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// Longest string (URL or host) the decoder accepts, bytes.
+pub const MAX_STRING: usize = 4096;
+
+/// Most origins a hint may name (bounds the client's per-origin work).
+pub const MAX_ORIGINS: usize = 1024;
+
+/// Why bytes are not a valid hint, or a hint cannot be encoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    /// Fewer bytes than the header.
+    #[error("hint too short: {0} bytes, need at least 2")]
+    TooShort(usize),
+    /// A version this decoder does not know.
+    #[error("unsupported hint version {0} (this build reads version 1)")]
+    Version(u8),
+    /// Unknown flag bits are set.
+    #[error("unknown hint flags 0x{0:02x}")]
+    Flags(u8),
+    /// The body ended inside a field.
+    #[error("hint truncated while reading {0}")]
+    Truncated(&'static str),
+    /// A varint is longer than 10 bytes, overflows u64, or is not minimal.
+    #[error("malformed varint in {0}")]
+    Varint(&'static str),
+    /// A number is outside the range its field allows.
+    #[error("{field} out of range: {value}")]
+    Range {
+        /// The field.
+        field: &'static str,
+        /// The value read.
+        value: u64,
+    },
+    /// A string is not UTF-8 or too long.
+    #[error("bad string in {0}")]
+    String(&'static str),
+    /// The DEFLATE stream is corrupt or inflates beyond [`MAX_BODY`].
+    #[error("bad compressed body: {0}")]
+    Compression(String),
+    /// Bytes left after the last field.
+    #[error("{0} unexpected bytes after the hint")]
+    Trailing(usize),
+    /// Fields contradict each other (e.g. more listed objects than the page has).
+    #[error("inconsistent hint: {0}")]
+    Inconsistent(&'static str),
+    /// Even the smallest partial form exceeds the budget.
+    #[error("hint needs {needed} bytes even in partial form, budget is {budget}: shorten the page URL or use DNS over TCP")]
+    TooLarge {
+        /// Smallest encoding found.
+        needed: usize,
+        /// The budget asked for.
+        budget: usize,
+    },
+}
+
+/// One listed object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HintObject {
+    /// [`url_hash`] of its URL, truncated to the hint's hash width.
+    pub url_hash: u32,
+    /// Size code ([`size_code`]); 0 = unknown.
+    pub size_code: u8,
+}
+
+impl HintObject {
+    /// Approximate size in bytes (±4.4 %), when known.
+    pub fn size(&self) -> Option<u64> {
+        size_from_code(self.size_code)
+    }
+}
+
+/// One origin as the hint carries it, with its objects.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HintOrigin {
+    /// Host name.
+    pub host: String,
+    /// Edge→origin RTT in units of 100 µs, when measured.
+    pub rtt_100us: Option<u32>,
+    /// Age of that RTT sample at `generated_at`, seconds.
+    pub rtt_age_s: u32,
+    /// Objects of this origin listed individually.
+    pub objects: Vec<HintObject>,
+    /// Partial form only: objects of this origin not listed, and their bytes
+    /// (exact).
+    pub unlisted: Option<(u32, u64)>,
+}
+
+impl HintOrigin {
+    /// Edge→origin RTT in seconds, when measured.
+    pub fn rtt_s(&self) -> Option<f64> {
+        self.rtt_100us.map(|r| f64::from(r) * 1e-4)
+    }
+}
+
+/// A decoded hint: exactly what the wire carries.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hint {
+    /// When the edge made it, Unix seconds.
+    pub generated_at_unix_s: u64,
+    /// Validity, seconds from `generated_at`.
+    pub ttl_s: u32,
+    /// Policy α in thousandths (α = 1/3 travels as 333).
+    pub alpha_milli: u32,
+    /// Computation latency, ms, when known.
+    pub computation_ms: Option<u32>,
+    /// Exact sum of the known object sizes of the whole page, bytes.
+    pub total_bytes: u64,
+    /// Distinct object URLs of the whole page, listed or not.
+    pub object_count: u32,
+    /// The page URL the hint is for.
+    pub page_url: String,
+    /// Bytes of [`url_hash`] kept per object: 2, 3 or 4.
+    pub hash_width: u8,
+    /// Origins (hosts) the page uses, with their objects.
+    pub origins: Vec<HintOrigin>,
+    /// Whether this is the partial (degraded) form.
+    pub partial: bool,
+}
+
+/// Which form an encoding ended up in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Form {
+    /// Every object listed.
+    Full,
+    /// The largest `listed` objects listed, the rest as per-origin aggregates.
+    Partial {
+        /// Objects listed individually.
+        listed: usize,
+    },
+}
+
+/// 32-bit FNV-1a of the URL without its fragment: how hints name objects. A
+/// hint keeps its low 16, 24 or 32 bits ([`Hint::hash_width`]).
+pub fn url_hash(url: &str) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in strip_fragment(url).as_bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+fn hash_mask(width: u8) -> u32 {
+    match width {
+        4 => u32::MAX,
+        w => (1u32 << (8 * u32::from(w))) - 1,
+    }
+}
+
+/// One-byte logarithmic size code: 0 = unknown, else
+/// `1 + round(8·log2(size + 1))`, saturating at 255 (≈ 3.6 GB). Adjacent codes
+/// differ by a factor 2^(1/8) ≈ 1.09, so a decoded size is within ±4.4 % of the
+/// true one (and exact for 0).
+pub fn size_code(size: Option<u64>) -> u8 {
+    match size {
+        None => 0,
+        Some(s) => {
+            let c = 1.0 + (8.0 * ((s as f64) + 1.0).log2()).round();
+            // c is in [1, ~513] for any u64; clamp to the byte.
+            c.min(255.0) as u8
+        }
+    }
+}
+
+/// Inverse of [`size_code`] (the centre of the code's interval).
+pub fn size_from_code(code: u8) -> Option<u64> {
+    match code {
+        0 => None,
+        c => Some((2f64.powf(f64::from(c - 1) / 8.0) - 1.0).round() as u64),
+    }
+}
+
+impl Hint {
+    /// The full-form hint for a page context.
+    pub fn full(ctx: &PageContext) -> Result<Hint, WireError> {
+        let page = &ctx.page;
+        if !(ctx.alpha.is_finite() && ctx.alpha >= 0.0) {
+            return Err(WireError::Inconsistent(
+                "alpha must be a finite number >= 0",
+            ));
+        }
+        let hosts = page.hosts();
+        if hosts.len() > MAX_ORIGINS {
+            return Err(WireError::Range {
+                field: "origin count",
+                value: hosts.len() as u64,
+            });
+        }
+        // Distinct URLs per origin; a URL loaded twice keeps its larger size.
+        let mut per_origin: Vec<Vec<(u32, Option<u64>)>> = vec![Vec::new(); hosts.len()];
+        let mut seen: Vec<Vec<&str>> = vec![Vec::new(); hosts.len()];
+        for o in &page.objects {
+            let Some(i) = hosts.iter().position(|h| *h == o.host) else {
+                continue;
+            };
+            let url = strip_fragment(&o.url);
+            match seen[i].iter().position(|u| *u == url) {
+                Some(j) => {
+                    let e = &mut per_origin[i][j];
+                    e.1 = match (e.1, o.size) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
+                None => {
+                    seen[i].push(url);
+                    per_origin[i].push((url_hash(url), o.size));
+                }
+            }
+        }
+        let hash_width = [2u8, 3, 4]
+            .into_iter()
+            .find(|&w| {
+                per_origin.iter().all(|objs| {
+                    let mut hs: Vec<u32> = objs.iter().map(|(h, _)| h & hash_mask(w)).collect();
+                    hs.sort_unstable();
+                    hs.windows(2).all(|p| p[0] != p[1])
+                })
+            })
+            .unwrap_or(4);
+        let mask = hash_mask(hash_width);
+        let mut object_count = 0u64;
+        let origins = hosts
+            .iter()
+            .zip(per_origin)
+            .map(|(h, objs)| {
+                let m = ctx.origins.iter().find(|o| o.host == *h);
+                object_count += objs.len() as u64;
+                HintOrigin {
+                    host: (*h).to_string(),
+                    rtt_100us: m.map(|o| o.rtt_us.div_ceil(100)),
+                    rtt_age_s: m
+                        .map(|o| {
+                            clamp_u32(ctx.generated_at_unix_s.saturating_sub(o.measured_at_unix_s))
+                        })
+                        .unwrap_or(0),
+                    objects: objs
+                        .into_iter()
+                        .map(|(hash, size)| HintObject {
+                            url_hash: hash & mask,
+                            size_code: size_code(size),
+                        })
+                        .collect(),
+                    unlisted: None,
+                }
+            })
+            .collect();
+        Ok(Hint {
+            generated_at_unix_s: ctx.generated_at_unix_s,
+            ttl_s: ctx.ttl_s,
+            alpha_milli: clamp_u32((ctx.alpha * 1000.0).round() as u64),
+            computation_ms: page.computation_ms,
+            total_bytes: page.total_bytes(),
+            object_count: clamp_u32(object_count),
+            page_url: page.url.clone(),
+            hash_width,
+            origins,
+            partial: false,
+        })
+    }
+
+    /// Listed objects over all origins.
+    pub fn listed(&self) -> usize {
+        self.origins.iter().map(|o| o.objects.len()).sum()
+    }
+
+    /// This hint in partial form, listing only the `keep` largest objects
+    /// (ties: earlier origin, earlier object first) and aggregating the rest per
+    /// origin. Aggregated bytes are the decoded (approximate) sizes.
+    pub fn partial(&self, keep: usize) -> Hint {
+        let mut all: Vec<(usize, usize, u8)> = Vec::new();
+        for (i, o) in self.origins.iter().enumerate() {
+            for (j, x) in o.objects.iter().enumerate() {
+                all.push((i, j, x.size_code));
+            }
+        }
+        all.sort_by_key(|e| std::cmp::Reverse(e.2));
+        let mut kept = vec![Vec::new(); self.origins.len()];
+        for &(i, j, _) in all.iter().take(keep) {
+            kept[i].push(j);
+        }
+        let origins = self
+            .origins
+            .iter()
+            .zip(kept)
+            .map(|(o, mut keep)| {
+                keep.sort_unstable();
+                let (mut uc, mut ub) = o.unlisted.unwrap_or((0, 0));
+                let mut objects = Vec::new();
+                for (j, x) in o.objects.iter().enumerate() {
+                    if keep.binary_search(&j).is_ok() {
+                        objects.push(*x);
+                    } else {
+                        uc = uc.saturating_add(1);
+                        ub = ub.saturating_add(x.size().unwrap_or(0));
+                    }
+                }
+                HintOrigin {
+                    objects,
+                    unlisted: Some((uc, ub)),
+                    ..o.clone()
+                }
+            })
+            .collect();
+        Hint {
+            origins,
+            partial: true,
+            ..self.clone()
+        }
+    }
+
+    /// α as a number.
+    pub fn alpha(&self) -> f64 {
+        f64::from(self.alpha_milli) / 1000.0
+    }
+
+    /// The listed object with this URL, when the hint lists it.
+    pub fn lookup(&self, url: &str) -> Option<&HintObject> {
+        let host = crate::page::host_of(url)?;
+        let h = url_hash(url) & hash_mask(self.hash_width);
+        self.origins
+            .iter()
+            .find(|o| o.host == host)?
+            .objects
+            .iter()
+            .find(|o| o.url_hash == h)
+    }
+
+    /// Serialises the body (no header, uncompressed).
+    fn body(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(64 + 4 * self.listed() + 24 * self.origins.len());
+        put_varint(&mut b, self.generated_at_unix_s);
+        put_varint(&mut b, u64::from(self.ttl_s));
+        put_varint(&mut b, u64::from(self.alpha_milli));
+        put_varint(&mut b, self.computation_ms.map_or(0, |c| u64::from(c) + 1));
+        put_varint(&mut b, self.total_bytes);
+        put_varint(&mut b, u64::from(self.object_count));
+        put_str(&mut b, &self.page_url);
+        b.push(self.hash_width);
+        put_varint(&mut b, self.origins.len() as u64);
+        let w = usize::from(self.hash_width.clamp(2, 4));
+        for o in &self.origins {
+            put_str(&mut b, &o.host);
+            put_varint(&mut b, o.rtt_100us.map_or(0, |r| u64::from(r) + 1));
+            put_varint(&mut b, u64::from(o.rtt_age_s));
+            put_varint(&mut b, o.objects.len() as u64);
+            for x in &o.objects {
+                b.extend_from_slice(&x.url_hash.to_le_bytes()[..w]);
+                b.push(x.size_code);
+            }
+            if self.partial {
+                let (c, bytes) = o.unlisted.unwrap_or((0, 0));
+                put_varint(&mut b, u64::from(c));
+                put_varint(&mut b, bytes);
+            }
+        }
+        b
+    }
+
+    /// Encodes with header, compressing when that is smaller.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let body = self.body();
+        let flags = if self.partial { FLAG_PARTIAL } else { 0 };
+        if let Some(z) = deflate(&body) {
+            if z.len() < body.len() {
+                let mut out = vec![VERSION, flags | FLAG_COMPRESSED];
+                out.extend_from_slice(&z);
+                return out;
+            }
+        }
+        let mut out = vec![VERSION, flags];
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// Encodes uncompressed (for tests and debugging: stable byte vectors).
+    pub fn to_bytes_uncompressed(&self) -> Vec<u8> {
+        let mut out = vec![VERSION, if self.partial { FLAG_PARTIAL } else { 0 }];
+        out.extend_from_slice(&self.body());
+        out
+    }
+
+    /// Decodes and validates a hint. Never panics; every malformed input gives
+    /// a [`WireError`].
+    pub fn from_bytes(bytes: &[u8]) -> Result<Hint, WireError> {
+        if bytes.len() < 2 {
+            return Err(WireError::TooShort(bytes.len()));
+        }
+        if bytes[0] != VERSION {
+            return Err(WireError::Version(bytes[0]));
+        }
+        let flags = bytes[1];
+        if flags & !(FLAG_COMPRESSED | FLAG_PARTIAL) != 0 {
+            return Err(WireError::Flags(flags));
+        }
+        let inflated;
+        let body: &[u8] = if flags & FLAG_COMPRESSED != 0 {
+            inflated = inflate(&bytes[2..])?;
+            &inflated
+        } else {
+            if bytes.len() - 2 > MAX_BODY {
+                return Err(WireError::Range {
+                    field: "body length",
+                    value: (bytes.len() - 2) as u64,
+                });
+            }
+            &bytes[2..]
+        };
+        let partial = flags & FLAG_PARTIAL != 0;
+        let mut r = Reader { buf: body, pos: 0 };
+        let generated_at_unix_s = r.varint("generated_at")?;
+        let ttl_s = r.u32("ttl")?;
+        let alpha_milli = r.u32("alpha")?;
+        let computation_ms = r.opt_u32("computation_ms")?;
+        let total_bytes = r.varint("total_bytes")?;
+        let object_count = r.u32("object_count")?;
+        let page_url = r.string("page_url")?;
+        let hash_width = r.byte("hash_width")?;
+        if !(2..=4).contains(&hash_width) {
+            return Err(WireError::Range {
+                field: "hash_width",
+                value: u64::from(hash_width),
+            });
+        }
+        let w = usize::from(hash_width);
+        let origin_count = r.count("origin_count", 4, MAX_ORIGINS)?;
+        let mut origins = Vec::with_capacity(origin_count);
+        let (mut listed, mut unlisted) = (0u64, 0u64);
+        for _ in 0..origin_count {
+            let host = r.string("origin host")?;
+            let rtt_100us = r.opt_u32("origin rtt")?;
+            let rtt_age_s = r.u32("origin rtt age")?;
+            let n = r.count("listed objects", w + 1, usize::MAX)?;
+            let mut objects = Vec::with_capacity(n);
+            for _ in 0..n {
+                let h = r.bytes(w, "object url hash")?;
+                let mut le = [0u8; 4];
+                le[..w].copy_from_slice(h);
+                objects.push(HintObject {
+                    url_hash: u32::from_le_bytes(le),
+                    size_code: r.byte("object size")?,
+                });
+            }
+            listed += n as u64;
+            let agg = if partial {
+                let c = r.u32("unlisted count")?;
+                unlisted += u64::from(c);
+                Some((c, r.varint("unlisted bytes")?))
+            } else {
+                None
+            };
+            origins.push(HintOrigin {
+                host,
+                rtt_100us,
+                rtt_age_s,
+                objects,
+                unlisted: agg,
+            });
+        }
+        if listed + unlisted != u64::from(object_count) {
+            return Err(WireError::Inconsistent(
+                "listed and unlisted objects differ from the page's object count",
+            ));
+        }
+        if r.pos != body.len() {
+            return Err(WireError::Trailing(body.len() - r.pos));
+        }
+        Ok(Hint {
+            generated_at_unix_s,
+            ttl_s,
+            alpha_milli,
+            computation_ms,
+            total_bytes,
+            object_count,
+            page_url,
+            hash_width,
+            origins,
+            partial,
+        })
+    }
+}
+
+/// Encodes a page context into at most `budget` bytes: the full form when it
+/// fits, else the partial form listing as many of the largest objects as fit.
+pub fn encode_within(ctx: &PageContext, budget: usize) -> Result<(Vec<u8>, Form), WireError> {
+    let full = Hint::full(ctx)?;
+    let bytes = full.to_bytes();
+    if bytes.len() <= budget {
+        return Ok((bytes, Form::Full));
+    }
+    // Size grows (almost) monotonically with the number listed: binary search
+    // for the largest count that fits.
+    let (mut lo, mut hi) = (0usize, full.listed());
+    let mut best: Option<(Vec<u8>, usize)> = None;
+    while lo <= hi {
+        let mid = lo + (hi - lo) / 2;
+        let b = full.partial(mid).to_bytes();
+        if b.len() <= budget {
+            best = Some((b, mid));
+            lo = mid + 1;
+        } else if mid == 0 {
+            break;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    match best {
+        Some((b, listed)) => Ok((b, Form::Partial { listed })),
+        None => Err(WireError::TooLarge {
+            needed: full.partial(0).to_bytes().len(),
+            budget,
+        }),
+    }
+}
+
+fn clamp_u32(v: u64) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX)
+}
+
+fn deflate(body: &[u8]) -> Option<Vec<u8>> {
+    let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+    e.write_all(body).ok()?;
+    e.finish().ok()
+}
+
+fn inflate(z: &[u8]) -> Result<Vec<u8>, WireError> {
+    let mut out = Vec::new();
+    let mut d = flate2::read::DeflateDecoder::new(z).take(MAX_BODY as u64 + 1);
+    d.read_to_end(&mut out)
+        .map_err(|e| WireError::Compression(e.to_string()))?;
+    if out.len() > MAX_BODY {
+        return Err(WireError::Compression(format!(
+            "inflates beyond {MAX_BODY} bytes"
+        )));
+    }
+    Ok(out)
+}
+
+/// Appends `v` as a minimal LEB128 varint.
+fn put_varint(b: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            b.push(byte);
+            return;
+        }
+        b.push(byte | 0x80);
+    }
+}
+
+fn put_str(b: &mut Vec<u8>, s: &str) {
+    put_varint(b, s.len() as u64);
+    b.extend_from_slice(s.as_bytes());
+}
+
+/// A bounds-checked cursor over a body.
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn varint(&mut self, field: &'static str) -> Result<u64, WireError> {
+        let mut v: u64 = 0;
+        for i in 0..10 {
+            let byte = self.byte(field)?;
+            let part = u64::from(byte & 0x7f);
+            if i == 9 && part > 1 {
+                return Err(WireError::Varint(field));
+            }
+            v |= part << (7 * i);
+            if byte & 0x80 == 0 {
+                if i > 0 && byte == 0 {
+                    return Err(WireError::Varint(field));
+                }
+                return Ok(v);
+            }
+        }
+        Err(WireError::Varint(field))
+    }
+
+    fn byte(&mut self, field: &'static str) -> Result<u8, WireError> {
+        let b = *self.buf.get(self.pos).ok_or(WireError::Truncated(field))?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn bytes(&mut self, n: usize, field: &'static str) -> Result<&[u8], WireError> {
+        let end = self.pos.checked_add(n).ok_or(WireError::Truncated(field))?;
+        let s = self
+            .buf
+            .get(self.pos..end)
+            .ok_or(WireError::Truncated(field))?;
+        self.pos = end;
+        Ok(s)
+    }
+
+    fn u32(&mut self, field: &'static str) -> Result<u32, WireError> {
+        let v = self.varint(field)?;
+        u32::try_from(v).map_err(|_| WireError::Range { field, value: v })
+    }
+
+    fn opt_u32(&mut self, field: &'static str) -> Result<Option<u32>, WireError> {
+        match self.varint(field)? {
+            0 => Ok(None),
+            v => u32::try_from(v - 1)
+                .map(Some)
+                .map_err(|_| WireError::Range { field, value: v }),
+        }
+    }
+
+    /// A count whose entries take at least `min_entry` bytes each: rejects
+    /// counts the remaining bytes cannot hold before allocating for them.
+    fn count(
+        &mut self,
+        field: &'static str,
+        min_entry: usize,
+        max: usize,
+    ) -> Result<usize, WireError> {
+        let v = self.varint(field)?;
+        let left = (self.buf.len() - self.pos) as u64;
+        if v > max as u64 || v.saturating_mul(min_entry as u64) > left {
+            return Err(WireError::Range { field, value: v });
+        }
+        Ok(v as usize)
+    }
+
+    fn string(&mut self, field: &'static str) -> Result<String, WireError> {
+        let len = self.varint(field)?;
+        if len > MAX_STRING as u64 {
+            return Err(WireError::String(field));
+        }
+        let s = self.bytes(len as usize, field)?;
+        String::from_utf8(s.to_vec()).map_err(|_| WireError::String(field))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::page::{Discovery, ObjectMeta, OriginRtt, PageMeta};
+    use proptest::prelude::*;
+
+    fn obj(url: &str, size: Option<u64>) -> ObjectMeta {
+        ObjectMeta {
+            url: url.into(),
+            host: crate::page::host_of(url).unwrap(),
+            size,
+            content_type: None,
+            last_modified: None,
+            etag: None,
+            discovery: Discovery::Parser,
+            parent: None,
+        }
+    }
+
+    fn ctx() -> PageContext {
+        PageContext {
+            page: PageMeta {
+                url: "http://a.io/".into(),
+                objects: vec![
+                    obj("http://a.io/", Some(1000)),
+                    obj("http://b.io/x.js", Some(300)),
+                    obj("http://a.io/y.png", None),
+                    obj("http://a.io/#again", Some(900)),
+                ],
+                computation_ms: Some(250),
+            },
+            origins: vec![OriginRtt {
+                host: "a.io".into(),
+                rtt_us: 20_000,
+                measured_at_unix_s: 990,
+            }],
+            alpha: 1.0 / 3.0,
+            ttl_s: 300,
+            generated_at_unix_s: 1000,
+        }
+    }
+
+    #[test]
+    fn fnv_vectors() {
+        // FNV-1a 32 reference values.
+        assert_eq!(url_hash(""), 0x811c_9dc5);
+        assert_eq!(url_hash("a"), 0xe40c_292c);
+        assert_eq!(url_hash("foobar"), 0xbf9c_f968);
+        assert_eq!(url_hash("foobar#frag"), url_hash("foobar"));
+    }
+
+    #[test]
+    fn size_codes() {
+        assert_eq!(size_code(None), 0);
+        assert_eq!(size_code(Some(0)), 1);
+        assert_eq!(size_from_code(1), Some(0));
+        assert_eq!(size_from_code(0), None);
+        assert_eq!(size_code(Some(u64::MAX)), 255);
+        for s in [100u64, 1460, 15_000, 123_456, 3_000_000, 90_000_000] {
+            let back = size_from_code(size_code(Some(s))).unwrap() as f64;
+            assert!((back - s as f64).abs() / s as f64 <= 0.045, "{s} -> {back}");
+        }
+        let mut prev = 0;
+        for c in 1..=255u8 {
+            let v = size_from_code(c).unwrap();
+            assert!(v >= prev);
+            prev = v;
+        }
+    }
+
+    #[test]
+    fn byte_vector_full_form() {
+        let h = Hint::full(&ctx()).unwrap();
+        assert_eq!(h.object_count, 3, "the repeated document URL counts once");
+        assert_eq!(h.hash_width, 2);
+        let b = h.to_bytes_uncompressed();
+        let mut expect = vec![1u8, 0];
+        expect.extend_from_slice(&[0xe8, 0x07]); // generated_at 1000
+        expect.extend_from_slice(&[0xac, 0x02]); // ttl 300
+        expect.extend_from_slice(&[0xcd, 0x02]); // alpha 333
+        expect.extend_from_slice(&[0xfb, 0x01]); // computation 250 + 1
+        expect.extend_from_slice(&[0x98, 0x11]); // total 2200
+        expect.push(3); // distinct objects
+        expect.push(12);
+        expect.extend_from_slice(b"http://a.io/");
+        expect.push(2); // hash width
+        expect.push(2); // origins
+        expect.push(4);
+        expect.extend_from_slice(b"a.io");
+        expect.extend_from_slice(&[0xc9, 0x01]); // 200 × 100 µs, + 1
+        expect.push(10); // age
+        expect.push(2); // listed
+        expect.extend_from_slice(&url_hash("http://a.io/").to_le_bytes()[..2]);
+        expect.push(size_code(Some(1000))); // the larger of the two loads
+        expect.extend_from_slice(&url_hash("http://a.io/y.png").to_le_bytes()[..2]);
+        expect.push(0);
+        expect.push(4);
+        expect.extend_from_slice(b"b.io");
+        expect.push(0); // rtt unknown
+        expect.push(0);
+        expect.push(1);
+        expect.extend_from_slice(&url_hash("http://b.io/x.js").to_le_bytes()[..2]);
+        expect.push(size_code(Some(300)));
+        assert_eq!(b, expect);
+        assert_eq!(Hint::from_bytes(&b).unwrap(), h);
+    }
+
+    #[test]
+    fn compressed_round_trip_and_lookup() {
+        let h = Hint::full(&ctx()).unwrap();
+        let d = Hint::from_bytes(&h.to_bytes()).unwrap();
+        assert_eq!(d, h);
+        let js = d.lookup("http://b.io/x.js#top").unwrap().size().unwrap();
+        assert!((js as f64 - 300.0).abs() <= 300.0 * 0.045);
+        assert_eq!(d.lookup("http://a.io/y.png").unwrap().size(), None);
+        assert!(d.lookup("http://c.io/x.js").is_none());
+        assert!((d.alpha() - 0.333).abs() < 1e-9);
+        assert!((d.origins[0].rtt_s().unwrap() - 0.02).abs() < 1e-9);
+    }
+
+    #[test]
+    fn hash_width_grows_on_collision() {
+        // Find two URLs on one host whose FNV-1a hashes share the low 16 bits.
+        let mut by_low = std::collections::HashMap::new();
+        let mut pair = None;
+        for i in 0..100_000u32 {
+            let u = format!("http://h.io/{i}");
+            if let Some(prev) = by_low.insert(url_hash(&u) & 0xffff, u.clone()) {
+                pair = Some((prev, u));
+                break;
+            }
+        }
+        let (a, b) = pair.unwrap();
+        let mut c = ctx();
+        c.page.objects = vec![obj(&a, Some(10)), obj(&b, Some(20_000))];
+        let h = Hint::full(&c).unwrap();
+        assert_eq!(h.hash_width, 3);
+        let d = Hint::from_bytes(&h.to_bytes()).unwrap();
+        assert_eq!(d.lookup(&a).unwrap().size_code, size_code(Some(10)));
+        assert_eq!(d.lookup(&b).unwrap().size_code, size_code(Some(20_000)));
+    }
+
+    #[test]
+    fn partial_form_aggregates() {
+        let h = Hint::full(&ctx()).unwrap().partial(1);
+        let d = Hint::from_bytes(&h.to_bytes_uncompressed()).unwrap();
+        assert!(d.partial);
+        assert_eq!(d.listed(), 1);
+        assert_eq!(d.origins[0].objects[0].size_code, size_code(Some(1000)));
+        assert_eq!(d.origins[0].unlisted, Some((1, 0)));
+        let (c, b) = d.origins[1].unlisted.unwrap();
+        assert_eq!(c, 1);
+        assert!((b as f64 - 300.0).abs() <= 300.0 * 0.045);
+    }
+
+    #[test]
+    fn encode_within_degrades() {
+        let mut c = ctx();
+        for i in 0..400u64 {
+            c.page.objects.push(obj(
+                &format!("http://c{}.io/{i}", i % 7),
+                Some(1000 + i * 5000),
+            ));
+        }
+        let (b, form) = encode_within(&c, DNS_UDP_BUDGET).unwrap();
+        assert!(b.len() <= DNS_UDP_BUDGET);
+        let Form::Partial { listed } = form else {
+            panic!("expected partial, got {form:?}")
+        };
+        assert!(listed > 0 && listed < 403);
+        let d = Hint::from_bytes(&b).unwrap();
+        assert_eq!(d.total_bytes, c.page.total_bytes());
+        assert_eq!(d.listed(), listed);
+        // The listed ones are the largest: the smallest listed code is the
+        // listed-th largest code of the page.
+        let mut all: Vec<u8> = Hint::full(&c)
+            .unwrap()
+            .origins
+            .iter()
+            .flat_map(|o| o.objects.iter().map(|x| x.size_code))
+            .collect();
+        all.sort_unstable_by(|a, b| b.cmp(a));
+        let smallest = d
+            .origins
+            .iter()
+            .flat_map(|o| o.objects.iter().map(|x| x.size_code))
+            .min()
+            .unwrap();
+        assert_eq!(smallest, all[listed - 1]);
+        assert!(matches!(
+            encode_within(&c, 20),
+            Err(WireError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn rejects_malformed() {
+        let good = Hint::full(&ctx()).unwrap().to_bytes_uncompressed();
+        assert_eq!(Hint::from_bytes(&[1]), Err(WireError::TooShort(1)));
+        assert_eq!(Hint::from_bytes(&[2, 0]), Err(WireError::Version(2)));
+        assert_eq!(Hint::from_bytes(&[1, 4]), Err(WireError::Flags(4)));
+        for cut in 2..good.len() {
+            assert!(Hint::from_bytes(&good[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut extra = good.clone();
+        extra.push(0);
+        assert_eq!(Hint::from_bytes(&extra), Err(WireError::Trailing(1)));
+        // Non-minimal varint for generated_at: 0xe8 0x87 0x00.
+        let mut nm = good.clone();
+        nm.splice(2..4, [0xe8, 0x87, 0x00]);
+        assert!(matches!(Hint::from_bytes(&nm), Err(WireError::Varint(_))));
+        // Object count that does not match the listed objects.
+        let mut oc = good.clone();
+        oc[12] = 4;
+        assert!(matches!(
+            Hint::from_bytes(&oc),
+            Err(WireError::Inconsistent(_))
+        ));
+        // Hash width 5.
+        let mut hw = good.clone();
+        hw[26] = 5;
+        assert!(matches!(
+            Hint::from_bytes(&hw),
+            Err(WireError::Range {
+                field: "hash_width",
+                ..
+            })
+        ));
+        // A zip bomb: 1 MB of zeros deflates to ~1 KB.
+        let z = deflate(&vec![0u8; 1 << 20]).unwrap();
+        let mut bomb = vec![1, FLAG_COMPRESSED];
+        bomb.extend_from_slice(&z);
+        assert!(matches!(
+            Hint::from_bytes(&bomb),
+            Err(WireError::Compression(_))
+        ));
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..2048)) {
+            let _ = Hint::from_bytes(&b);
+        }
+
+        #[test]
+        fn header_then_random_body_never_panics(flags in 0u8..4, b in proptest::collection::vec(any::<u8>(), 0..1024)) {
+            let mut v = vec![VERSION, flags];
+            v.extend_from_slice(&b);
+            let _ = Hint::from_bytes(&v);
+        }
+
+        #[test]
+        fn round_trip(sizes in proptest::collection::vec(proptest::option::of(0u64..u64::MAX / 1024), 1..120),
+                      hosts in 1usize..9, comp in proptest::option::of(0u32..100_000), ttl in any::<u32>(), keep in 0usize..130) {
+            let mut c = ctx();
+            c.ttl_s = ttl;
+            c.page.computation_ms = comp;
+            c.page.objects = sizes.iter().enumerate().map(|(i, s)| obj(&format!("https://h{}.example/{i}", i % hosts), *s)).collect();
+            let h = Hint::full(&c).unwrap();
+            prop_assert_eq!(h.listed(), sizes.len());
+            let d = Hint::from_bytes(&h.to_bytes()).unwrap();
+            prop_assert_eq!(&d, &h);
+            prop_assert_eq!(d.to_bytes(), h.to_bytes());
+            for (i, s) in sizes.iter().enumerate() {
+                let o = d.lookup(&format!("https://h{}.example/{i}", i % hosts)).unwrap();
+                prop_assert_eq!(o.size_code, size_code(*s));
+            }
+            let p = h.partial(keep);
+            prop_assert_eq!(p.listed(), keep.min(sizes.len()));
+            prop_assert_eq!(Hint::from_bytes(&p.to_bytes()).unwrap(), p);
+        }
+    }
+}

@@ -1,0 +1,379 @@
+//! `mewa hint …`: build hints from real recordings and measure their size.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use mewa_hint::import::{import_dir, import_path, ImportReport};
+use mewa_hint::wire::{encode_within, Form, Hint, DNS_UDP_BUDGET};
+use mewa_hint::{OriginRtt, PageContext, PageMeta};
+use serde::Serialize;
+
+use crate::output::{emit, OutputArgs, Table};
+
+#[derive(Debug, Args)]
+pub struct HintCmd {
+    #[command(subcommand)]
+    which: Which,
+}
+
+#[derive(Debug, Subcommand)]
+enum Which {
+    /// Import a recording (HAR, DevTools log, or Lighthouse folder) and show the
+    /// hint the edge would send for each page in it.
+    Encode {
+        /// The recording: FILE.har, FILE.json[.gz], or a folder holding
+        /// devtoolslog.json.gz + trace.json.gz.
+        path: PathBuf,
+        #[command(flatten)]
+        ctx: ContextArgs,
+        /// Print the encoded bytes as hex too.
+        #[arg(long)]
+        hex: bool,
+        /// Print JSON (the decoded hint and its sizes) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Hint sizes over every recording in a folder: the share under 1 KB and
+    /// under one UDP DNS answer (1232 B).
+    Stats {
+        /// Folder of recordings (searched recursively).
+        dir: PathBuf,
+        #[command(flatten)]
+        ctx: ContextArgs,
+        #[command(flatten)]
+        out: OutputArgs,
+    },
+}
+
+/// The network context and policy added to imported pages.
+#[derive(Debug, Clone, Args)]
+struct ContextArgs {
+    /// Largest hint in bytes; bigger pages get the partial form.
+    #[arg(long, default_value_t = DNS_UDP_BUDGET)]
+    budget: usize,
+    /// Policy α sent to the client (seed 001).
+    #[arg(long, default_value_t = 1.0 / 3.0)]
+    alpha: f64,
+    /// Hint validity, seconds.
+    #[arg(long, default_value_t = 300)]
+    ttl: u32,
+    /// Edge→origin RTT to put in for every origin, ms, so that sizes are those
+    /// of a hint with measured RTTs (recordings carry none). 0 leaves RTTs out.
+    #[arg(long, default_value_t = 40.0)]
+    origin_rtt_ms: f64,
+}
+
+impl ContextArgs {
+    fn context(&self, page: &PageMeta, now: u64) -> anyhow::Result<PageContext> {
+        anyhow::ensure!(
+            self.alpha.is_finite() && self.alpha >= 0.0,
+            "--alpha must be a number >= 0, got {}",
+            self.alpha
+        );
+        anyhow::ensure!(
+            self.origin_rtt_ms.is_finite() && (0.0..=60_000.0).contains(&self.origin_rtt_ms),
+            "--origin-rtt-ms must be between 0 and 60000, got {}",
+            self.origin_rtt_ms
+        );
+        let origins = if self.origin_rtt_ms > 0.0 {
+            page.hosts()
+                .into_iter()
+                .map(|h| OriginRtt {
+                    host: h.to_string(),
+                    rtt_us: (self.origin_rtt_ms * 1000.0).round() as u32,
+                    measured_at_unix_s: now.saturating_sub(30),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok(PageContext {
+            page: page.clone(),
+            origins,
+            alpha: self.alpha,
+            ttl_s: self.ttl,
+            generated_at_unix_s: now,
+        })
+    }
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+pub fn run(cmd: HintCmd) -> anyhow::Result<()> {
+    match cmd.which {
+        Which::Encode {
+            path,
+            ctx,
+            hex,
+            json,
+        } => encode(&path, &ctx, hex, json),
+        Which::Stats { dir, ctx, out } => stats(&dir, &ctx, &out),
+    }
+}
+
+/// Sizes of one page's hint.
+#[derive(Debug, Serialize)]
+struct Sized {
+    source: String,
+    page_url: String,
+    objects: usize,
+    hosts: usize,
+    page_bytes: u64,
+    unknown_sizes: usize,
+    computation_ms: Option<u32>,
+    /// Full form, uncompressed.
+    full_plain_bytes: usize,
+    /// Full form, as sent (compressed when smaller).
+    full_bytes: usize,
+    /// What is sent within the budget.
+    sent_bytes: usize,
+    form: Form,
+}
+
+fn measure(
+    source: &str,
+    page: &PageMeta,
+    args: &ContextArgs,
+    now: u64,
+) -> anyhow::Result<(Sized, Vec<u8>)> {
+    let ctx = args.context(page, now)?;
+    let full = Hint::full(&ctx)?;
+    let (bytes, form) = encode_within(&ctx, args.budget)
+        .with_context(|| format!("encoding the hint for {}", page.url))?;
+    Ok((
+        Sized {
+            source: source.to_string(),
+            page_url: page.url.clone(),
+            objects: page.objects.len(),
+            hosts: page.hosts().len(),
+            page_bytes: page.total_bytes(),
+            unknown_sizes: page.unknown_sizes(),
+            computation_ms: page.computation_ms,
+            full_plain_bytes: full.to_bytes_uncompressed().len(),
+            full_bytes: full.to_bytes().len(),
+            sent_bytes: bytes.len(),
+            form,
+        },
+        bytes,
+    ))
+}
+
+fn print_notes(path: &Path, r: &ImportReport) {
+    for m in &r.missing_sizes {
+        eprintln!(
+            "note: {}: no size for {} (entry {}): {}",
+            path.display(),
+            m.object_url,
+            m.entry_index,
+            m.reason
+        );
+    }
+    for n in &r.notes {
+        eprintln!("note: {n}");
+    }
+}
+
+fn encode(path: &Path, args: &ContextArgs, hex: bool, json: bool) -> anyhow::Result<()> {
+    let report = import_path(path)?;
+    print_notes(path, &report);
+    let now = now();
+    let mut all = Vec::new();
+    for page in &report.pages {
+        let (s, bytes) = measure(&path.display().to_string(), page, args, now)?;
+        let hint = Hint::from_bytes(&bytes).context("decoding the hint just encoded")?;
+        if json {
+            all.push(serde_json::json!({ "sizes": s, "hint": hint }));
+            continue;
+        }
+        println!("page      {}", s.page_url);
+        println!(
+            "objects   {} on {} hosts, {} bytes{}{}",
+            s.objects,
+            s.hosts,
+            s.page_bytes,
+            if s.unknown_sizes > 0 {
+                format!(" ({} sizes unknown)", s.unknown_sizes)
+            } else {
+                String::new()
+            },
+            s.computation_ms
+                .map_or(String::new(), |c| format!(", computation {c} ms"))
+        );
+        println!(
+            "hint      {} bytes sent ({}); full form {} bytes compressed, {} uncompressed",
+            s.sent_bytes,
+            match s.form {
+                Form::Full => "full form".to_string(),
+                Form::Partial { listed } =>
+                    format!("partial form: {listed} largest objects listed"),
+            },
+            s.full_bytes,
+            s.full_plain_bytes
+        );
+        let mut t = Table::new(&[
+            "origin",
+            "rtt_ms",
+            "listed",
+            "listed_bytes~",
+            "unlisted",
+            "unlisted_bytes",
+        ]);
+        for o in &hint.origins {
+            let (uc, ub) = o.unlisted.unwrap_or((0, 0));
+            let listed_bytes: u64 = o.objects.iter().filter_map(|x| x.size()).sum();
+            t.push(vec![
+                o.host.clone(),
+                o.rtt_s()
+                    .map_or("-".into(), |r| format!("{:.1}", r * 1000.0)),
+                o.objects.len().to_string(),
+                listed_bytes.to_string(),
+                uc.to_string(),
+                ub.to_string(),
+            ]);
+        }
+        println!(
+            "url hash  {} bits per object",
+            8 * u32::from(hint.hash_width)
+        );
+        print!("{}", t.to_text());
+        if hex {
+            println!(
+                "bytes     {}",
+                bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+            );
+        }
+        println!();
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&all)?);
+    }
+    Ok(())
+}
+
+#[derive(Debug, Serialize)]
+struct Summary {
+    pages: usize,
+    failed_files: usize,
+    under_1kb: usize,
+    within_budget_full: usize,
+    budget: usize,
+    median_bytes: usize,
+    p90_bytes: usize,
+    max_full_bytes: usize,
+    rows: Vec<Sized>,
+}
+
+fn stats(dir: &Path, args: &ContextArgs, out: &OutputArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        dir.is_dir(),
+        "{} is not a folder of recordings",
+        dir.display()
+    );
+    let now = now();
+    let mut rows = Vec::new();
+    let mut failed = 0;
+    for (path, res) in import_dir(dir) {
+        match res {
+            Ok(r) => {
+                for page in &r.pages {
+                    let rel = path
+                        .strip_prefix(dir)
+                        .unwrap_or(&path)
+                        .display()
+                        .to_string();
+                    rows.push(measure(&rel, page, args, now)?.0);
+                }
+            }
+            Err(e) => {
+                failed += 1;
+                eprintln!("skipped {}: {e}", path.display());
+            }
+        }
+    }
+    anyhow::ensure!(
+        !rows.is_empty(),
+        "no importable page recordings under {}",
+        dir.display()
+    );
+    let mut sent: Vec<usize> = rows.iter().map(|r| r.sent_bytes).collect();
+    sent.sort_unstable();
+    let q = |p: f64| sent[((sent.len() - 1) as f64 * p).round() as usize];
+    let summary = Summary {
+        pages: rows.len(),
+        failed_files: failed,
+        under_1kb: rows.iter().filter(|r| r.full_bytes < 1000).count(),
+        within_budget_full: rows.iter().filter(|r| r.form == Form::Full).count(),
+        budget: args.budget,
+        median_bytes: q(0.5),
+        p90_bytes: q(0.9),
+        max_full_bytes: rows.iter().map(|r| r.full_bytes).max().unwrap_or(0),
+        rows,
+    };
+    let mut t = Table::new(&[
+        "recording",
+        "objects",
+        "hosts",
+        "page_KB",
+        "full_B",
+        "sent_B",
+        "form",
+    ]);
+    for r in &summary.rows {
+        t.push(vec![
+            r.source.clone(),
+            r.objects.to_string(),
+            r.hosts.to_string(),
+            format!("{:.0}", r.page_bytes as f64 / 1000.0),
+            r.full_bytes.to_string(),
+            r.sent_bytes.to_string(),
+            match r.form {
+                Form::Full => "full".into(),
+                Form::Partial { listed } => format!("partial ({listed} listed)"),
+            },
+        ]);
+    }
+    emit(out, &t, &summary)?;
+    if !out.json && !out.csv {
+        let n = summary.pages as f64;
+        println!(
+            "\n{} pages: {:.1}% full hints under 1 KB (1000 B; paper: 89.8%), {:.1}% full form within {} B; \
+             median sent {} B, p90 {} B, largest full {} B",
+            summary.pages,
+            100.0 * summary.under_1kb as f64 / n,
+            100.0 * summary.within_budget_full as f64 / n,
+            summary.budget,
+            summary.median_bytes,
+            summary.p90_bytes,
+            summary.max_full_bytes
+        );
+    }
+    if let Some(p) = &out.plot {
+        let mut full: Vec<f64> = summary.rows.iter().map(|r| r.full_bytes as f64).collect();
+        full.sort_by(f64::total_cmp);
+        let cdf = |v: &[f64]| -> Vec<(f64, f64)> {
+            v.iter()
+                .enumerate()
+                .map(|(i, &x)| (x, 100.0 * (i + 1) as f64 / v.len() as f64))
+                .collect()
+        };
+        let series = vec![crate::plot::Series {
+            name: "full-form hint size".into(),
+            points: cdf(&full),
+            mark: crate::plot::Mark::Line,
+            colour: 0,
+        }];
+        let chart = crate::plot::Chart {
+            title: "Hint size over real page recordings (CDF)",
+            x_label: "hint bytes",
+            y_label: "pages (%)",
+            log_y: false,
+        };
+        crate::plot::draw(p, &chart, &series)?;
+    }
+    Ok(())
+}
