@@ -26,6 +26,9 @@ enum Which {
         /// Completion-time model behind Algorithm 1.
         #[arg(long, value_enum, default_value_t = ModelArg::Printed)]
         model: ModelArg,
+        /// Initial window, segments (the paper states 10).
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        iw: u32,
         #[command(flatten)]
         out: OutputArgs,
     },
@@ -34,6 +37,9 @@ enum Which {
         /// Completion-time model.
         #[arg(long, value_enum, default_value_t = ModelArg::Printed)]
         model: ModelArg,
+        /// Initial window, segments (the paper states 10; 4 reproduces its Fig. 4).
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        iw: u32,
         #[command(flatten)]
         out: OutputArgs,
     },
@@ -94,8 +100,8 @@ impl From<ModeArg> for RatioMode {
 
 pub fn run(cmd: ModelCmd) -> anyhow::Result<()> {
     match cmd.which {
-        Some(Which::Table1 { model, out }) => table1(model.into(), &out),
-        Some(Which::Idle { model, out }) => idle(model.into(), &out),
+        Some(Which::Table1 { model, iw, out }) => table1(model.into(), iw, &out),
+        Some(Which::Idle { model, iw, out }) => idle(model.into(), iw, &out),
         Some(Which::Iw { mode, points, out }) => iw(mode.into(), points, &out),
         Some(Which::Fld { rtts, out }) => fld(rtts, &out),
         None => all(&cmd.out),
@@ -106,66 +112,41 @@ pub fn run(cmd: ModelCmd) -> anyhow::Result<()> {
 fn all(dir: &std::path::Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
-    let file = |name: &str| Some(dir.join(name));
-    let text = OutputArgs {
+    let write = |name: &str, table: Table| -> anyhow::Result<()> {
+        let path = dir.join(name);
+        std::fs::write(&path, table.to_csv())
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+    };
+    let text = |plot: &str| OutputArgs {
         json: false,
         csv: false,
-        plot: None,
+        plot: Some(dir.join(plot)),
     };
-    println!(
-        "== Seed 000 Table I: connections n and predicted reduction (20 Mbit/s) — ours | paper\n"
-    );
-    table1(
-        SlowStartModel::Printed,
-        &OutputArgs {
-            plot: file("table1.svg"),
-            ..text.clone()
-        },
-    )?;
-    std::fs::write(
-        dir.join("table1.csv"),
-        table1_table(SlowStartModel::Printed)?.to_csv(),
-    )?;
-    println!("\n== Seed 000 Fig. 4: idle share T_idle/T_HTTP, one connection (20 Mbit/s)\n");
-    idle(
-        SlowStartModel::Printed,
-        &OutputArgs {
-            plot: file("idle.svg"),
-            ..text.clone()
-        },
-    )?;
-    std::fs::write(
-        dir.join("idle.csv"),
-        idle_table(SlowStartModel::Printed)?.to_csv(),
-    )?;
-    println!("\n== Seed 001 Figs. 4–5: IW_opt peaks over computation share 1–95% (α = 1/3)\n");
-    iw(
-        RatioMode::Cumulative,
-        false,
-        &OutputArgs {
-            plot: file("iw.svg"),
-            ..text.clone()
-        },
-    )?;
-    std::fs::write(
-        dir.join("iw.csv"),
-        iw_table(RatioMode::Cumulative, true)?.to_csv(),
-    )?;
+    let printed = SlowStartModel::Printed;
+    println!("== Seed 000 Table I: connections n and predicted reduction (20 Mbit/s, IW 10) — ours | paper\n");
+    table1(printed, 10, &text("table1.svg"))?;
+    write("table1.csv", table1_table(printed, 10)?)?;
+    println!("\n== Seed 000 Fig. 4: idle share T_idle/T_HTTP, one connection (20 Mbit/s, IW 10)\n");
+    idle(printed, 10, &text("idle.svg"))?;
+    write("idle.csv", idle_table(printed, 10)?)?;
+    println!("\n   the same with IW 4 (RFC 3390, the paper's reference [9]; see docs/MODEL.md)\n");
+    idle(printed, 4, &text("idle-iw4.svg"))?;
+    write("idle-iw4.csv", idle_table(printed, 4)?)?;
+    println!("\n== Seed 001 Figs. 4–5: IW_opt over computation share 1–95% (α = 1/3), stop test as printed\n");
+    iw(RatioMode::Cumulative, false, &text("iw.svg"))?;
+    write("iw.csv", iw_table(RatioMode::Cumulative, true)?)?;
+    println!("\n   the same with a per-step (marginal) stop test\n");
+    iw(RatioMode::Marginal, false, &text("iw-marginal.svg"))?;
+    write("iw-marginal.csv", iw_table(RatioMode::Marginal, true)?)?;
     println!("\n== Seed 002 Fig. 1: cumulative bytes per RTT, IW 10 × 1500 B\n");
-    fld(
-        8,
-        &OutputArgs {
-            plot: file("fld.svg"),
-            ..text
-        },
-    )?;
-    std::fs::write(dir.join("fld.csv"), fld_table(8).to_csv())?;
+    fld(8, &text("fld.svg"))?;
+    write("fld.csv", fld_table(8))?;
     println!("\nCSV and SVG files are in {}", dir.display());
     Ok(())
 }
 
-fn table1_table(model: SlowStartModel) -> anyhow::Result<Table> {
-    let cells = repro::table1(model)?;
+fn table1_table(model: SlowStartModel, iw: u32) -> anyhow::Result<Table> {
+    let cells = repro::table1(model, iw)?;
     let mut t = Table::new(&[
         "size_kb",
         "rtt_ms",
@@ -173,6 +154,7 @@ fn table1_table(model: SlowStartModel) -> anyhow::Result<Table> {
         "reduction_%",
         "paper_n",
         "paper_reduction_%",
+        "reduction_at_paper_n_%",
         "n_max",
     ]);
     for c in &cells {
@@ -183,14 +165,15 @@ fn table1_table(model: SlowStartModel) -> anyhow::Result<Table> {
             pct(c.reduction_pct),
             c.paper_n.to_string(),
             format!("{:.2}", c.paper_reduction_pct),
+            pct(c.reduction_at_paper_n_pct),
             c.n_max.to_string(),
         ]);
     }
     Ok(t)
 }
 
-fn table1(model: SlowStartModel, out: &OutputArgs) -> anyhow::Result<()> {
-    let cells = repro::table1(model)?;
+fn table1(model: SlowStartModel, iw: u32, out: &OutputArgs) -> anyhow::Result<()> {
+    let cells = repro::table1(model, iw)?;
     if !out.json && !out.csv {
         // The paper's layout: one row per size, one column pair per RTT.
         let mut headers = vec!["size KB".to_string()];
@@ -220,12 +203,18 @@ fn table1(model: SlowStartModel, out: &OutputArgs) -> anyhow::Result<()> {
             .map(|c| (c.reduction_pct - c.paper_reduction_pct).abs())
             .sum::<f64>()
             / cells.len() as f64;
+        let mae_at = cells
+            .iter()
+            .map(|c| (c.reduction_at_paper_n_pct - c.paper_reduction_pct).abs())
+            .sum::<f64>()
+            / cells.len() as f64;
         println!(
-            "same n as the paper: {same}/{}; mean |reduction − paper| = {mae:.1} points",
+            "same n as the paper: {same}/{}; mean |reduction − paper| = {mae:.1} points; \
+             with the paper's n: {mae_at:.1} points",
             cells.len()
         );
     } else {
-        emit(out, &table1_table(model)?, &cells)?;
+        emit(out, &table1_table(model, iw)?, &cells)?;
     }
     if let Some(p) = &out.plot {
         let mut series = Vec::new();
@@ -261,8 +250,8 @@ fn table1(model: SlowStartModel, out: &OutputArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn idle_table(model: SlowStartModel) -> anyhow::Result<Table> {
-    let cells = repro::idle_grid(model)?;
+fn idle_table(model: SlowStartModel, iw: u32) -> anyhow::Result<Table> {
+    let cells = repro::idle_grid(model, iw)?;
     let mut t = Table::new(&["size_kb", "rtt_ms", "idle_%", "t_http_s", "paper_idle_%"]);
     for c in &cells {
         t.push(vec![
@@ -276,8 +265,8 @@ fn idle_table(model: SlowStartModel) -> anyhow::Result<Table> {
     Ok(t)
 }
 
-fn idle(model: SlowStartModel, out: &OutputArgs) -> anyhow::Result<()> {
-    let cells = repro::idle_grid(model)?;
+fn idle(model: SlowStartModel, iw: u32, out: &OutputArgs) -> anyhow::Result<()> {
+    let cells = repro::idle_grid(model, iw)?;
     if !out.json && !out.csv {
         let mut headers = vec!["size KB".to_string()];
         headers.extend(repro::TABLE1_RTTS_MS.iter().map(|r| format!("{r} ms")));
@@ -297,7 +286,7 @@ fn idle(model: SlowStartModel, out: &OutputArgs) -> anyhow::Result<()> {
         }
         print!("{}", t.to_text());
     } else {
-        emit(out, &idle_table(model)?, &cells)?;
+        emit(out, &idle_table(model, iw)?, &cells)?;
     }
     if let Some(p) = &out.plot {
         let mut series = Vec::new();
