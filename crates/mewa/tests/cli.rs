@@ -17,7 +17,7 @@ fn stdout(o: &Output) -> String {
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("mewa-cli-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
+    std::fs::create_dir_all(&d).expect("create a scratch folder");
     d
 }
 
