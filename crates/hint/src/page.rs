@@ -100,9 +100,10 @@ impl PageMeta {
 
     /// Distinct hosts in first-seen order.
     pub fn hosts(&self) -> Vec<&str> {
+        let mut set = std::collections::HashSet::new();
         let mut seen: Vec<&str> = Vec::new();
         for o in &self.objects {
-            if !seen.contains(&o.host.as_str()) {
+            if set.insert(o.host.as_str()) {
                 seen.push(&o.host);
             }
         }

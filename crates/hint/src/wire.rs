@@ -47,6 +47,7 @@
 //! unlisted objects by least load.
 
 use serde::Serialize;
+use std::collections::HashMap;
 use std::io::{Read, Write};
 
 use crate::page::{strip_fragment, PageContext};
@@ -259,14 +260,18 @@ impl Hint {
         }
         // Distinct URLs per origin; a URL loaded twice keeps its larger size.
         let mut per_origin: Vec<Vec<(u32, Option<u64>)>> = vec![Vec::new(); hosts.len()];
-        let mut seen: Vec<Vec<&str>> = vec![Vec::new(); hosts.len()];
+        // Index of each host and of each (host, URL): linear in the objects, so
+        // a hostile recording with many objects cannot make this quadratic.
+        let host_index: HashMap<&str, usize> =
+            hosts.iter().enumerate().map(|(i, h)| (*h, i)).collect();
+        let mut seen: HashMap<(usize, &str), usize> = HashMap::new();
         for o in &page.objects {
-            let Some(i) = hosts.iter().position(|h| *h == o.host) else {
+            let Some(&i) = host_index.get(o.host.as_str()) else {
                 continue;
             };
             let url = strip_fragment(&o.url);
-            match seen[i].iter().position(|u| *u == url) {
-                Some(j) => {
+            match seen.get(&(i, url)) {
+                Some(&j) => {
                     let e = &mut per_origin[i][j];
                     e.1 = match (e.1, o.size) {
                         (Some(a), Some(b)) => Some(a.max(b)),
@@ -274,7 +279,7 @@ impl Hint {
                     };
                 }
                 None => {
-                    seen[i].push(url);
+                    seen.insert((i, url), per_origin[i].len());
                     per_origin[i].push((url_hash(url), o.size));
                 }
             }

@@ -50,18 +50,24 @@ pub struct Table1Cell {
     pub reduction_at_paper_n_pct: f64,
 }
 
+/// The path of one Table I / Fig. 4 cell: 20 Mbit/s, `rtt_ms`, 1500-byte
+/// segments, an initial window of `iw` segments.
+fn grid_path(rtt_ms: u32, iw: u32) -> Result<TcpPath, ModelError> {
+    TcpPath::with_tcp(
+        TABLE1_MBPS * MBPS,
+        f64::from(rtt_ms) / 1000.0,
+        DEFAULT_MSS,
+        iw,
+    )
+}
+
 /// Recomputes seed 000 Table I (20 Mbit/s, sizes × RTTs) with `model` and an
 /// initial window of `iw` segments (the paper states 10).
 pub fn table1(model: SlowStartModel, iw: u32) -> Result<Vec<Table1Cell>, ModelError> {
     let mut out = Vec::new();
     for (row, &size_kb) in TABLE1_SIZES_KB.iter().enumerate() {
         for (col, &rtt_ms) in TABLE1_RTTS_MS.iter().enumerate() {
-            let path = TcpPath::with_tcp(
-                TABLE1_MBPS * MBPS,
-                f64::from(rtt_ms) / 1000.0,
-                DEFAULT_MSS,
-                iw,
-            )?;
+            let path = grid_path(rtt_ms, iw)?;
             let c = choose_connections(size_kb * KB, &path, u32::MAX, model);
             let (paper_reduction_pct, paper_n) = TABLE1_PAPER[row][col];
             let at_paper_n = model.completion(size_kb * KB, &path, paper_n).total_s;
@@ -109,12 +115,7 @@ pub fn idle_grid(model: SlowStartModel, iw: u32) -> Result<Vec<IdleCell>, ModelE
     let mut out = Vec::new();
     for &size_kb in &TABLE1_SIZES_KB {
         for &rtt_ms in &TABLE1_RTTS_MS {
-            let path = TcpPath::with_tcp(
-                TABLE1_MBPS * MBPS,
-                f64::from(rtt_ms) / 1000.0,
-                DEFAULT_MSS,
-                iw,
-            )?;
+            let path = grid_path(rtt_ms, iw)?;
             let c = model.completion(size_kb * KB, &path, 1);
             let paper_idle_pct = IDLE_PAPER
                 .iter()
