@@ -8,6 +8,10 @@
 //!   (drop-tail, drop-head, CoDel), seeded random loss, RRC radio states (LTE,
 //!   3G) and per-direction counters. Runs in virtual time in tests.
 //! - `runtime` (Linux): TUN devices between network namespaces driven by the
-//!   core, a topology API, pcap and event logs.
+//!   core, a topology API.
+//! - [`pcap`] and [`eventlog`]: what crossed the link, for tcpdump/Wireshark
+//!   and for `mewa link plot`.
 
 pub mod core;
+pub mod eventlog;
+pub mod pcap;

@@ -2,6 +2,9 @@
 //! hint format and (as they land) the edge, client, link emulator and lab.
 
 mod hint;
+// Called by `mewa link plot` (crates/mewa/src/link.rs).
+#[allow(dead_code)]
+mod linkplot;
 mod model;
 mod output;
 mod plot;
