@@ -15,3 +15,5 @@
 pub mod core;
 pub mod eventlog;
 pub mod pcap;
+#[cfg(target_os = "linux")]
+pub mod runtime;

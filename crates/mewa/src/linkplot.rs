@@ -174,9 +174,14 @@ fn draw(log: &EventLog, b: &[Bin], width: Duration, out: &Path) -> anyhow::Resul
                 .max(if has_cap { x.capacity } else { 0.0 })
         })
         .fold(0.0, f64::max);
+    // The full description is in the printed summary; the title stays short.
+    let mut what: String = log.description.chars().take(70).collect();
+    if log.description.chars().count() > 70 {
+        what.push('…');
+    }
     let title = format!(
-        "{} ({}): throughput per {} ms",
-        log.description,
+        "{} ({}), per {} ms",
+        what,
         log.dir.map_or("?", |d| d.name()),
         width.as_millis()
     );
@@ -312,6 +317,7 @@ mod tests {
         let b = bins(&l, auto_width(&l));
         draw(&l, &b, auto_width(&l), &svg).unwrap();
         let s = std::fs::read_to_string(&svg).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
         assert!(s.contains("<svg") && s.contains("polyline"));
     }
 }

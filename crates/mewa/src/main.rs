@@ -1,9 +1,9 @@
 //! `mewa`: Mobile Edge Web Acceleration — one command line over the models, the
 //! hint format and (as they land) the edge, client, link emulator and lab.
 
+mod bench;
 mod hint;
-// Called by `mewa link plot` (crates/mewa/src/link.rs).
-#[allow(dead_code)]
+mod link;
 mod linkplot;
 mod model;
 mod output;
@@ -27,16 +27,25 @@ enum Cmd {
     Model(model::ModelCmd),
     /// Build, inspect and measure Mobile Edge Hints.
     Hint(hint::HintCmd),
+    /// Run a program behind an emulated cellular link (delay, rate or
+    /// mahimahi trace, queue, loss, radio states), or plot a link log.
+    Link(Box<link::LinkCmd>),
+    /// Benchmarks that print figures (the link emulator's throughput and CPU
+    /// cost).
+    Bench(bench::BenchCmd),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let res = match cli.cmd {
-        Cmd::Model(m) => model::run(m),
-        Cmd::Hint(h) => hint::run(h),
+        Cmd::Model(m) => model::run(m).map(|()| std::process::ExitCode::SUCCESS),
+        Cmd::Hint(h) => hint::run(h).map(|()| std::process::ExitCode::SUCCESS),
+        // The wrapped program's exit status is mewa's.
+        Cmd::Link(l) => link::run(*l),
+        Cmd::Bench(b) => bench::run(b).map(|()| std::process::ExitCode::SUCCESS),
     };
     match res {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE

@@ -14,11 +14,26 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mewa-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("create a scratch folder");
-    d
+/// A scratch folder removed when the test ends.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let d = std::env::temp_dir().join(format!("mewa-cli-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("create a scratch folder");
+        Scratch(d)
+    }
+
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn hint_fixtures() -> PathBuf {
@@ -44,7 +59,7 @@ fn text_csv_and_plot() {
     assert!(csv.starts_with("rtt,reno_window,fld_window,reno_cum_kB,fld_cum_kB\n"));
     assert!(csv.contains("\n2,20,30,45,60\n"), "{csv}");
 
-    let dir = scratch("plot");
+    let dir = Scratch::new("plot");
     let svg = dir.join("idle.svg");
     let o = mewa(&["model", "idle", "--plot", svg.to_str().unwrap()]);
     assert!(o.status.success());
@@ -58,12 +73,12 @@ fn text_csv_and_plot() {
 
 #[test]
 fn model_all_writes_every_figure() {
-    let dir = scratch("all");
-    let o = mewa(&["model", "--out", dir.to_str().unwrap()]);
+    let dir = Scratch::new("all");
+    let o = mewa(&["model", "--out", dir.0.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     for f in ["table1", "idle", "idle-iw4", "iw", "iw-marginal", "fld"] {
-        assert!(dir.join(format!("{f}.svg")).is_file(), "{f}.svg missing");
-        assert!(dir.join(format!("{f}.csv")).is_file(), "{f}.csv missing");
+        assert!(dir.join(&format!("{f}.svg")).is_file(), "{f}.svg missing");
+        assert!(dir.join(&format!("{f}.csv")).is_file(), "{f}.csv missing");
     }
 }
 
@@ -109,4 +124,109 @@ fn errors_name_the_bad_input() {
     let o = mewa(&["hint", "encode", f.to_str().unwrap(), "--alpha=-1"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--alpha"));
+}
+
+/// Root can create namespaces here; elsewhere the privileged tests skip.
+fn privileged(test: &str) -> bool {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false);
+    if !root {
+        eprintln!("skipping: {test} needs root (network namespaces, TUN)");
+    }
+    root
+}
+
+/// Whether a `sleep 100` process exists (read from /proc, no tools needed).
+fn sleep_100_running() -> bool {
+    std::fs::read_dir("/proc")
+        .expect("read /proc")
+        .filter_map(Result::ok)
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .any(|c| c == b"sleep\x00100\x00")
+}
+
+/// Names of mewa's namespaces and devices that belong to process `pid`.
+fn leftovers(pid: u32) -> Vec<String> {
+    let prefix = format!("mewa-{pid}-");
+    let mut found = Vec::new();
+    for args in [&["netns", "list"][..], &["-o", "link", "show"][..]] {
+        let o = Command::new("ip").args(args).output().expect("run ip");
+        for line in String::from_utf8_lossy(&o.stdout).lines() {
+            if line.contains(&prefix) {
+                found.push(line.to_string());
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn link_runs_a_program_and_passes_its_exit_code() {
+    if !privileged("link_runs_a_program_and_passes_its_exit_code") {
+        return;
+    }
+    let o = mewa(&[
+        "link",
+        "--delay",
+        "5ms",
+        "--",
+        "sh",
+        "-c",
+        "test -n \"$MEWA_LINK_GATEWAY\" && exit 7",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn killed_link_run_is_cleaned_up_by_the_next() {
+    if !privileged("killed_link_run_is_cleaned_up_by_the_next") {
+        return;
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mewa"))
+        .args(["link", "--delay", "5ms", "--", "sleep", "100"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start mewa link");
+    assert!(
+        !sleep_100_running(),
+        "another `sleep 100` is running; this test needs it not to"
+    );
+    let pid = child.id();
+    // Wait (at most 10 s) for its namespace to exist.
+    let t0 = std::time::Instant::now();
+    while leftovers(pid).is_empty() || !sleep_100_running() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(10),
+            "mewa link never set up its namespace"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().expect("SIGKILL mewa link");
+    let _ = child.wait();
+    // A SIGKILLed run cannot clean up: its namespace is still there …
+    assert!(!leftovers(pid).is_empty());
+    // … and the wrapped program died with it (setpriv --pdeathsig).
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let sleeping = Command::new("pgrep")
+        .args(["-f", "^sleep 100$"])
+        .output()
+        .map(|o| o.stdout)
+        .unwrap_or_default();
+    assert!(sleeping.is_empty(), "the wrapped program outlived mewa");
+    // The next run removes what the dead one left.
+    let o = mewa(&["link", "--", "true"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(leftovers(pid), Vec::<String>::new());
 }
