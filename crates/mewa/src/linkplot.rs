@@ -9,10 +9,7 @@ use mewa_link::core::EventKind;
 use mewa_link::eventlog::EventLog;
 use plotters::prelude::*;
 
-/// Reads one rate of a bin.
-type BinValue = fn(&Bin) -> f64;
-
-/// Reads one delay quantile of a bin.
+/// Reads one figure of a bin, where the bin has it.
 type BinDelay = fn(&Bin) -> Option<f64>;
 
 /// Per-bin figures.
@@ -159,21 +156,17 @@ fn print_summary(log: &EventLog, b: &[Bin]) {
     );
 }
 
+/// One named line of a panel: a value per bin, where there is one.
+type Line = (&'static str, RGBColor, BinDelay);
+
 fn draw(log: &EventLog, b: &[Bin], width: Duration, out: &Path) -> anyhow::Result<()> {
     let e = |e: &dyn std::fmt::Display| anyhow::anyhow!("drawing {}: {e}", out.display());
     let root = SVGBackend::new(out, (1000, 720)).into_drawing_area();
     root.fill(&WHITE).map_err(|x| e(&x))?;
     let (top, bottom) = root.split_vertically(380);
     let t_end = b.last().map_or(1.0, |x| x.t) + width.as_secs_f64();
+    // Capacity is known only where a trace reported unused opportunities.
     let has_cap = log.events.iter().any(|e| e.kind == EventKind::Unused);
-    let y_max = b
-        .iter()
-        .map(|x| {
-            x.throughput
-                .max(x.offered)
-                .max(if has_cap { x.capacity } else { 0.0 })
-        })
-        .fold(0.0, f64::max);
     // The full description is in the printed summary; the title stays short.
     let mut what: String = log.description.chars().take(70).collect();
     if log.description.chars().count() > 70 {
@@ -185,73 +178,65 @@ fn draw(log: &EventLog, b: &[Bin], width: Duration, out: &Path) -> anyhow::Resul
         log.dir.map_or("?", |d| d.name()),
         width.as_millis()
     );
-    let mut c = ChartBuilder::on(&top)
-        .caption(title, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(36)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..t_end, 0.0..(y_max * 1.1).max(0.1))
-        .map_err(|x| e(&x))?;
-    c.configure_mesh()
-        .x_desc("time (s)")
-        .y_desc("Mbit/s")
-        .draw()
-        .map_err(|x| e(&x))?;
-    let series: [(&str, RGBColor, BinValue, bool); 3] = [
-        ("capacity", RGBColor(150, 150, 150), |x| x.capacity, has_cap),
-        ("offered", RGBColor(230, 140, 30), |x| x.offered, true),
-        ("delivered", RGBColor(30, 90, 200), |x| x.throughput, true),
-    ];
-    for (name, colour, f, show) in series {
-        if !show {
-            continue;
-        }
-        c.draw_series(LineSeries::new(
-            b.iter().map(|x| (x.t, f(x))),
-            colour.stroke_width(2),
-        ))
-        .map_err(|x| e(&x))?
-        .label(name)
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2)));
+    let mut rates: Vec<Line> = Vec::new();
+    if has_cap {
+        rates.push(("capacity", RGBColor(150, 150, 150), |x| Some(x.capacity)));
     }
-    c.configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|x| e(&x))?;
-
-    let d_max = b.iter().filter_map(|x| x.delay_p95).fold(0.0, f64::max);
-    let mut c = ChartBuilder::on(&bottom)
-        .caption("one-way delay of departing packets", ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(36)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..t_end, 0.0..(d_max * 1.1).max(1.0))
-        .map_err(|x| e(&x))?;
-    c.configure_mesh()
-        .x_desc("time (s)")
-        .y_desc("ms")
-        .draw()
-        .map_err(|x| e(&x))?;
-    let lines: [(&str, RGBColor, BinDelay); 2] = [
+    rates.push(("offered", RGBColor(230, 140, 30), |x| Some(x.offered)));
+    rates.push(("delivered", RGBColor(30, 90, 200), |x| Some(x.throughput)));
+    panel(&top, &title, "Mbit/s", b, t_end, &rates).map_err(|x| e(&x))?;
+    let delays: [Line; 2] = [
         ("p95", RGBColor(200, 60, 60), |x| x.delay_p95),
         ("median", RGBColor(30, 90, 200), |x| x.delay_p50),
     ];
-    for (name, colour, f) in lines {
+    panel(
+        &bottom,
+        "one-way delay of departing packets",
+        "ms",
+        b,
+        t_end,
+        &delays,
+    )
+    .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
+/// Draws `lines` over time on one panel, its y axis sized to fit them.
+fn panel(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    caption: &str,
+    y_desc: &str,
+    b: &[Bin],
+    t_end: f64,
+    lines: &[Line],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let y_max = lines
+        .iter()
+        .flat_map(|(_, _, f)| b.iter().filter_map(f))
+        .fold(0.0, f64::max);
+    let mut c = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..t_end, 0.0..(y_max * 1.1).max(0.1))?;
+    c.configure_mesh()
+        .x_desc("time (s)")
+        .y_desc(y_desc)
+        .draw()?;
+    for &(name, colour, f) in lines {
         c.draw_series(LineSeries::new(
             b.iter().filter_map(|x| f(x).map(|v| (x.t, v))),
             colour.stroke_width(2),
-        ))
-        .map_err(|x| e(&x))?
+        ))?
         .label(name)
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2)));
     }
     c.configure_series_labels()
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
-        .draw()
-        .map_err(|x| e(&x))?;
-    root.present().map_err(|x| e(&x))?;
+        .draw()?;
     Ok(())
 }
 

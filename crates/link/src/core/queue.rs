@@ -77,6 +77,15 @@ impl<P: Payload> Fifo<P> {
         self.bytes -= p.packet.wire_len();
         Some(p)
     }
+    /// Drop-tail admission (drop-tail itself, and CoDel's tail limit): keep
+    /// `q` if it fits `limit`, else drop it.
+    fn admit_tail(&mut self, limit: Limit, q: Queued<P>, dropped: &mut Vec<Queued<P>>) {
+        if limit.fits(self.q.len() + 1, self.bytes + q.packet.wire_len()) {
+            self.push(q);
+        } else {
+            dropped.push(q);
+        }
+    }
 }
 
 /// Drops an arriving packet that does not fit.
@@ -98,14 +107,7 @@ impl<P: Payload> DropTail<P> {
 
 impl<P: Payload + Send> PacketQueue<P> for DropTail<P> {
     fn enqueue(&mut self, q: Queued<P>, dropped: &mut Vec<Queued<P>>) {
-        if self
-            .limit
-            .fits(self.fifo.q.len() + 1, self.fifo.bytes + q.packet.wire_len())
-        {
-            self.fifo.push(q);
-        } else {
-            dropped.push(q);
-        }
+        self.fifo.admit_tail(self.limit, q, dropped);
     }
     fn dequeue(&mut self, _now: Duration, _dropped: &mut Vec<Queued<P>>) -> Option<Queued<P>> {
         self.fifo.pop()
@@ -221,14 +223,7 @@ impl<P: Payload> CoDel<P> {
 
 impl<P: Payload + Send> PacketQueue<P> for CoDel<P> {
     fn enqueue(&mut self, q: Queued<P>, dropped: &mut Vec<Queued<P>>) {
-        if self
-            .limit
-            .fits(self.fifo.q.len() + 1, self.fifo.bytes + q.packet.wire_len())
-        {
-            self.fifo.push(q);
-        } else {
-            dropped.push(q);
-        }
+        self.fifo.admit_tail(self.limit, q, dropped);
     }
 
     fn dequeue(&mut self, now: Duration, dropped: &mut Vec<Queued<P>>) -> Option<Queued<P>> {

@@ -137,15 +137,20 @@ pub fn set_tcp_congestion<F: AsFd>(socket: &F, name: &str) -> std::io::Result<()
     .map_err(std::io::Error::from)
 }
 
-/// Connects a TCP socket whose congestion control is set *before* the
-/// handshake, so the whole connection runs it.
-pub fn tcp_connect_with(addr: SocketAddrV4, congestion: &str) -> std::io::Result<TcpStream> {
-    let fd = socket::socket(
+/// A new IPv4 TCP socket (close-on-exec).
+fn tcp_socket() -> nix::Result<std::os::fd::OwnedFd> {
+    socket::socket(
         AddressFamily::Inet,
         SockType::Stream,
         SockFlag::SOCK_CLOEXEC,
         None,
-    )?;
+    )
+}
+
+/// Connects a TCP socket whose congestion control is set *before* the
+/// handshake, so the whole connection runs it.
+pub fn tcp_connect_with(addr: SocketAddrV4, congestion: &str) -> std::io::Result<TcpStream> {
+    let fd = tcp_socket()?;
     set_tcp_congestion(&fd, congestion)?;
     socket::connect(
         std::os::fd::AsRawFd::as_raw_fd(&fd),
@@ -157,12 +162,7 @@ pub fn tcp_connect_with(addr: SocketAddrV4, congestion: &str) -> std::io::Result
 /// A listening TCP socket with a congestion control that accepted sockets
 /// inherit.
 pub fn tcp_listener_with(addr: SocketAddrV4, congestion: &str) -> std::io::Result<TcpListener> {
-    let fd = socket::socket(
-        AddressFamily::Inet,
-        SockType::Stream,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )?;
+    let fd = tcp_socket()?;
     socket::setsockopt(&fd, sockopt::ReuseAddr, &true)?;
     set_tcp_congestion(&fd, congestion)?;
     socket::bind(
