@@ -2,6 +2,7 @@
 //! hint format and (as they land) the edge, client, link emulator and lab.
 
 mod bench;
+mod corpus;
 mod hint;
 mod link;
 mod linkplot;
@@ -30,6 +31,8 @@ enum Cmd {
     /// Run a program behind an emulated cellular link (delay, rate or
     /// mahimahi trace, queue, loss, radio states), or plot a link log.
     Link(Box<link::LinkCmd>),
+    /// Generate, show and import page corpora (docs/CORPUS.md).
+    Corpus(corpus::CorpusCmd),
     /// Benchmarks that print figures (the link emulator's throughput and CPU
     /// cost).
     Bench(bench::BenchCmd),
@@ -42,6 +45,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Hint(h) => hint::run(h).map(|()| std::process::ExitCode::SUCCESS),
         // The wrapped program's exit status is mewa's.
         Cmd::Link(l) => link::run(*l),
+        Cmd::Corpus(c) => corpus::run(c).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Bench(b) => bench::run(b).map(|()| std::process::ExitCode::SUCCESS),
     };
     match res {
