@@ -7,6 +7,7 @@ mod hint;
 mod link;
 mod linkplot;
 mod model;
+mod origin;
 mod output;
 mod plot;
 
@@ -33,6 +34,9 @@ enum Cmd {
     Link(Box<link::LinkCmd>),
     /// Generate, show and import page corpora (docs/CORPUS.md).
     Corpus(corpus::CorpusCmd),
+    /// Serve a page corpus over HTTP/1.1, HTTP/2 and HTTP/3 for all its
+    /// hostnames (docs/ORIGIN.md).
+    Origin(origin::OriginCmd),
     /// Benchmarks that print figures (the link emulator's throughput and CPU
     /// cost).
     Bench(bench::BenchCmd),
@@ -46,6 +50,7 @@ fn main() -> std::process::ExitCode {
         // The wrapped program's exit status is mewa's.
         Cmd::Link(l) => link::run(*l),
         Cmd::Corpus(c) => corpus::run(c).map(|()| std::process::ExitCode::SUCCESS),
+        Cmd::Origin(o) => origin::run(o).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Bench(b) => bench::run(b).map(|()| std::process::ExitCode::SUCCESS),
     };
     match res {

@@ -1,0 +1,41 @@
+//! `mewa-origin`: the origin server of the lab (issue 4, "Origin server").
+//!
+//! One process serves a whole [`mewa_corpus::Corpus`] for all of its
+//! hostnames (virtual hosts chosen by `Host` / `:authority`):
+//!
+//! - HTTP/1.1 and HTTP/2 over TLS, chosen by ALPN (`h2`, `http/1.1`);
+//! - cleartext HTTP/1.1 and h2c by prior knowledge on the same port (hyper
+//!   serves h2c by prior knowledge only, GUIDE §3);
+//! - HTTP/3 over QUIC (quinn + h3), with the congestion controller taken from
+//!   a [`quinn::congestion::ControllerFactory`] the caller passes in.
+//!
+//! Modules:
+//! - [`store`]: every body generated once at start, with its validators
+//!   (`ETag`, `Last-Modified`), looked up by host and path.
+//! - [`respond`]: the pure request → response function (virtual hosts,
+//!   methods, conditional requests, traversal checks), shared by all HTTP
+//!   versions.
+//! - [`tls`]: the local test CA (created once, reused) and the leaf
+//!   certificate for every corpus host.
+//! - [`tcp`]: listener sockets with a per-socket TCP congestion control,
+//!   buffers and an accept hook.
+//! - [`server`]: [`Origin`], which binds the listeners and serves until told
+//!   to stop.
+//!
+//! docs/ORIGIN.md describes what is served and how to trust the certificates.
+
+pub mod respond;
+pub mod server;
+pub mod store;
+pub mod tcp;
+pub mod tls;
+
+mod h3srv;
+
+pub use respond::{respond, HttpOptions};
+pub use server::{run_until_ctrl_c, serve, Origin, OriginConfig, OriginError, QuicCongestion};
+pub use store::{Entry, Store, StoreError};
+pub use tcp::{
+    available_congestion_controls, bind_tcp, congestion_of, AcceptHook, TcpError, TcpOptions,
+};
+pub use tls::{Ca, Certs, TlsError};

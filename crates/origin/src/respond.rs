@@ -1,0 +1,330 @@
+//! The request → response function shared by HTTP/1.1, HTTP/2 and HTTP/3.
+//!
+//! Pure (no I/O, no clock): the listeners call it with the parsed request and
+//! send what it returns, after the optional think time. Order of checks: host
+//! (400 missing / 421 unknown), path (400 traversal or malformed), method (405),
+//! object (404), then conditional requests (304) and the object itself.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{
+    ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, ETAG, HOST, IF_MODIFIED_SINCE,
+    IF_NONE_MATCH, LAST_MODIFIED,
+};
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use mewa_corpus::Scheme;
+
+use crate::store::{normalize_host, Entry, Store};
+
+/// Per-response behaviour and per-connection limits of the HTTP listeners.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// `Cache-Control: max-age=N` on every object. Default 0: experiments
+    /// measure cold loads and a revisit must revalidate (and get a 304).
+    pub max_age: u32,
+    /// Server think time before each response (emulates an origin's
+    /// processing time; seed 001's computation latency lives in the pages).
+    pub think: Duration,
+    /// HTTP/1.1: a connection that has not sent a complete request head
+    /// within this time is closed (slowloris). Also the TLS handshake limit.
+    pub header_read_timeout: Duration,
+    /// Largest request head accepted: HTTP/1.1 buffer (431 or close beyond
+    /// it) and HTTP/2 `SETTINGS_MAX_HEADER_LIST_SIZE`.
+    pub max_header_bytes: usize,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            max_age: 0,
+            think: Duration::ZERO,
+            header_read_timeout: Duration::from_secs(10),
+            max_header_bytes: 16 * 1024,
+        }
+    }
+}
+
+/// The response to `req` on a listener whose bodies link with `scheme`.
+/// Bodies of `HEAD` responses are empty, with the `Content-Length` of `GET`.
+pub fn respond<B>(
+    store: &Store,
+    scheme: Scheme,
+    req: &Request<B>,
+    opts: &HttpOptions,
+) -> Response<Bytes> {
+    let Some(host) = request_host(req) else {
+        return error(StatusCode::BAD_REQUEST, "missing Host header or :authority");
+    };
+    if !store.has_host(&host) {
+        return error(
+            StatusCode::MISDIRECTED_REQUEST,
+            &format!("no virtual host `{host}` in this corpus"),
+        );
+    }
+    let path = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+    if let Err(why) = check_request_path(path) {
+        return error(StatusCode::BAD_REQUEST, why);
+    }
+    let head = match *req.method() {
+        Method::GET => false,
+        Method::HEAD => true,
+        _ => {
+            let mut r = error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "only GET and HEAD are served",
+            );
+            r.headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return r;
+        }
+    };
+    let Some(entry) = store.get(&host, path) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            &format!("no object `{path}` on `{host}`"),
+        );
+    };
+    object(entry, scheme, req.headers(), head, opts)
+}
+
+/// The host the request names: `:authority` (HTTP/2, HTTP/3, absolute-form
+/// HTTP/1.1) or else `Host`, without port, normalized.
+fn request_host<B>(req: &Request<B>) -> Option<String> {
+    let raw = match req.uri().authority() {
+        Some(a) => a.host().to_owned(),
+        None => {
+            let h = req.headers().get(HOST)?.to_str().ok()?;
+            let auth: http::uri::Authority = h.parse().ok()?;
+            auth.host().to_owned()
+        }
+    };
+    if raw.is_empty() {
+        return None;
+    }
+    Some(normalize_host(&raw))
+}
+
+/// Rejects what could escape the corpus or is not a path: not starting with
+/// `/`, a `.` or `..` segment before or after percent-decoding (`%2e%2e`),
+/// an encoded `/` or `\`, a backslash, NUL, or a broken escape.
+fn check_request_path(path: &str) -> Result<(), &'static str> {
+    if !path.starts_with('/') {
+        return Err("request target is not an absolute path");
+    }
+    let before_query = path.split('?').next().unwrap_or(path);
+    let decoded = percent_decode(before_query).ok_or("broken percent-escape in path")?;
+    if decoded.contains(&b'\\') || decoded.contains(&0) {
+        return Err("backslash or NUL in path");
+    }
+    if before_query.to_ascii_lowercase().contains("%2f") {
+        return Err("encoded '/' in path");
+    }
+    if decoded
+        .split(|&b| b == b'/')
+        .any(|seg| seg == b".." || seg == b".")
+    {
+        return Err("path traversal ('.' or '..' segment) is not allowed");
+    }
+    Ok(())
+}
+
+/// `%XX` decoding; `None` on a broken escape.
+fn percent_decode(s: &str) -> Option<Vec<u8>> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = b.get(i + 1..i + 3)?;
+            let hex = std::str::from_utf8(hex).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+/// The object, or 304 when the client's copy is current (RFC 9110 §13.2.2:
+/// `If-None-Match` first; `If-Modified-Since` only without it).
+fn object(
+    entry: &Entry,
+    scheme: Scheme,
+    headers: &HeaderMap,
+    head: bool,
+    opts: &HttpOptions,
+) -> Response<Bytes> {
+    let (body, etag) = entry.for_scheme(scheme);
+    let not_modified = if let Some(inm) = headers.get(IF_NONE_MATCH) {
+        none_match_hits(inm, etag)
+    } else if let Some(ims) = headers.get(IF_MODIFIED_SINCE) {
+        // An unparsable date is ignored (RFC 9110 §13.1.3).
+        ims.to_str()
+            .ok()
+            .and_then(|s| httpdate::parse_http_date(s).ok())
+            .is_some_and(|since| since >= truncate_secs(entry.last_modified))
+    } else {
+        false
+    };
+    let mut b = Response::builder()
+        .header(ETAG, etag)
+        .header(LAST_MODIFIED, httpdate::fmt_http_date(entry.last_modified))
+        .header(CACHE_CONTROL, format!("max-age={}", opts.max_age));
+    let (status, payload) = if not_modified {
+        (StatusCode::NOT_MODIFIED, Bytes::new())
+    } else {
+        b = b
+            .header(CONTENT_TYPE, entry.content_type.as_str())
+            .header(CONTENT_LENGTH, body.len());
+        (
+            StatusCode::OK,
+            if head { Bytes::new() } else { body.clone() },
+        )
+    };
+    b.status(status)
+        .body(payload)
+        .unwrap_or_else(|_| error(StatusCode::INTERNAL_SERVER_ERROR, "bad object headers"))
+}
+
+/// Weak comparison of `If-None-Match` against our tag (RFC 9110 §13.1.2).
+fn none_match_hits(inm: &HeaderValue, etag: &str) -> bool {
+    let Ok(s) = inm.to_str() else { return false };
+    s.split(',')
+        .map(str::trim)
+        .any(|t| t == "*" || t.strip_prefix("W/").unwrap_or(t) == etag)
+}
+
+/// HTTP dates have whole seconds.
+fn truncate_secs(t: std::time::SystemTime) -> std::time::SystemTime {
+    match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => std::time::UNIX_EPOCH + Duration::from_secs(d.as_secs()),
+        Err(_) => t,
+    }
+}
+
+/// A plain-text error with a body that says what was wrong.
+fn error(status: StatusCode, why: &str) -> Response<Bytes> {
+    let text = format!(
+        "{} {}: {why}\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    );
+    let len = text.len();
+    let mut r = Response::new(Bytes::from(text));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(CONTENT_LENGTH, HeaderValue::from(len));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mewa_corpus::{generate, Preset};
+
+    fn store() -> (Store, mewa_corpus::Corpus) {
+        let c = generate(Preset::Accel7, 1);
+        (Store::new(&c).unwrap(), c)
+    }
+
+    fn get(host: &str, path: &str) -> Request<()> {
+        Request::get(path).header(HOST, host).body(()).unwrap()
+    }
+
+    #[test]
+    fn serves_object_with_headers() {
+        let (s, c) = store();
+        let o = &c.pages[0].objects[1];
+        let r = respond(
+            &s,
+            Scheme::Https,
+            &get(&format!("{}:443", o.host), &o.path),
+            &HttpOptions::default(),
+        );
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.body().len() as u64, o.size);
+        assert_eq!(r.headers()[CONTENT_TYPE], o.content_type.as_str());
+        assert_eq!(r.headers()[CACHE_CONTROL], "max-age=0");
+        assert_eq!(r.headers()[LAST_MODIFIED], "Mon, 01 Jan 2024 00:00:00 GMT");
+    }
+
+    #[test]
+    fn conditional_requests() {
+        let (s, c) = store();
+        let o = &c.pages[0].objects[0];
+        let opts = HttpOptions::default();
+        let r = respond(&s, Scheme::Http, &get(&o.host, &o.path), &opts);
+        let etag = r.headers()[ETAG].clone();
+        let mut q = get(&o.host, &o.path);
+        q.headers_mut().insert(IF_NONE_MATCH, etag.clone());
+        assert_eq!(respond(&s, Scheme::Http, &q, &opts).status(), 304);
+        // The https body differs (its links), so its tag does too.
+        assert_eq!(respond(&s, Scheme::Https, &q, &opts).status(), 200);
+        let mut q = get(&o.host, &o.path);
+        q.headers_mut().insert(
+            IF_MODIFIED_SINCE,
+            HeaderValue::from_static("Mon, 01 Jan 2024 00:00:00 GMT"),
+        );
+        assert_eq!(respond(&s, Scheme::Http, &q, &opts).status(), 304);
+        q.headers_mut().insert(
+            IF_MODIFIED_SINCE,
+            HeaderValue::from_static("Sun, 31 Dec 2023 23:59:59 GMT"),
+        );
+        assert_eq!(respond(&s, Scheme::Http, &q, &opts).status(), 200);
+        // If-None-Match wins over If-Modified-Since.
+        q.headers_mut()
+            .insert(IF_NONE_MATCH, HeaderValue::from_static("\"nope\""));
+        q.headers_mut().insert(
+            IF_MODIFIED_SINCE,
+            HeaderValue::from_static("Mon, 01 Jan 2024 00:00:00 GMT"),
+        );
+        assert_eq!(respond(&s, Scheme::Http, &q, &opts).status(), 200);
+    }
+
+    #[test]
+    fn rejects_what_it_must() {
+        let (s, c) = store();
+        let host = c.pages[0].objects[0].host.clone();
+        let opts = HttpOptions::default();
+        let st = |r: Request<()>| respond(&s, Scheme::Http, &r, &opts).status();
+        assert_eq!(st(get("nowhere.example", "/")), 421);
+        assert_eq!(st(Request::get("/").body(()).unwrap()), 400);
+        assert_eq!(st(get(&host, "/no/such/object")), 404);
+        for p in [
+            "/../etc/passwd",
+            "/a/%2e%2e/%2E%2E/etc/passwd",
+            "/a/./b",
+            "/a%2fb",
+            "/%zz",
+            "/a%5c..%5cb",
+        ] {
+            assert_eq!(st(get(&host, p)), 400, "{p}");
+        }
+        let post = Request::post("/").header(HOST, &host).body(()).unwrap();
+        let r = respond(&s, Scheme::Http, &post, &opts);
+        assert_eq!(r.status(), 405);
+        assert_eq!(r.headers()[ALLOW], "GET, HEAD");
+    }
+
+    #[test]
+    fn head_has_length_but_no_body() {
+        let (s, c) = store();
+        let o = &c.pages[0].objects[0];
+        let q = Request::head(o.path.as_str())
+            .header(HOST, &o.host)
+            .body(())
+            .unwrap();
+        let r = respond(&s, Scheme::Http, &q, &HttpOptions::default());
+        assert_eq!(r.status(), 200);
+        assert!(r.body().is_empty());
+        assert_eq!(r.headers()[CONTENT_LENGTH], o.size.to_string().as_str());
+    }
+}

@@ -1,0 +1,392 @@
+//! [`Origin`]: binds the listeners and serves a corpus until told to stop.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Body;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use mewa_corpus::{Corpus, Scheme};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+
+use crate::respond::{respond, HttpOptions};
+use crate::store::{Store, StoreError};
+use crate::tcp::{bind_tcp, AcceptHook, TcpError, TcpOptions};
+use crate::tls::{Ca, Certs, TlsError};
+
+/// Largest request body read (and discarded): only GET and HEAD are served.
+const MAX_REQUEST_BODY: usize = 64 * 1024;
+
+/// A congestion controller factory for QUIC connections.
+pub type QuicCongestion = Arc<dyn quinn::congestion::ControllerFactory + Send + Sync + 'static>;
+
+/// What to serve and where.
+#[derive(Clone)]
+pub struct OriginConfig {
+    /// Cleartext listener: HTTP/1.1 and h2c by prior knowledge.
+    pub plain: Option<SocketAddr>,
+    /// TLS listener: HTTP/1.1 or HTTP/2 by ALPN.
+    pub tls: Option<SocketAddr>,
+    /// QUIC listener (UDP): HTTP/3.
+    pub h3: Option<SocketAddr>,
+    /// Directory of the local test CA (created if missing); used only when
+    /// `tls` or `h3` is set.
+    pub ca_dir: PathBuf,
+    /// Per-response behaviour and request limits.
+    pub http: HttpOptions,
+    /// TCP congestion control, buffers and accept hook of both TCP listeners.
+    pub tcp: TcpOptions,
+    /// The QUIC congestion controller; `None` keeps quinn's default (Cubic).
+    pub quic_congestion: Option<QuicCongestion>,
+}
+
+impl std::fmt::Debug for OriginConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OriginConfig")
+            .field("plain", &self.plain)
+            .field("tls", &self.tls)
+            .field("h3", &self.h3)
+            .field("ca_dir", &self.ca_dir)
+            .field("http", &self.http)
+            .field("tcp", &self.tcp)
+            .field(
+                "quic_congestion",
+                &self.quic_congestion.as_ref().map(|_| "ControllerFactory"),
+            )
+            .finish()
+    }
+}
+
+/// Why the origin could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum OriginError {
+    /// The corpus could not be turned into bodies.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A TCP listener could not be set up.
+    #[error(transparent)]
+    Tcp(#[from] TcpError),
+    /// Certificates could not be made or loaded.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The QUIC endpoint could not bind its UDP socket (address in use?).
+    #[error("QUIC endpoint on {addr}: {error}")]
+    Quic {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The OS error.
+        error: std::io::Error,
+    },
+    /// The tokio runtime or the Ctrl-C handler could not be set up
+    /// ([`run_until_ctrl_c`]).
+    #[error("runtime: {0}")]
+    Runtime(std::io::Error),
+    /// No listener address was given; set at least one of plain, tls, h3.
+    #[error("no listener: give at least one of the plain, TLS and HTTP/3 addresses")]
+    NoListener,
+}
+
+/// What every connection task shares.
+struct Ctx {
+    store: Arc<Store>,
+    http: HttpOptions,
+    hook: Option<AcceptHook>,
+    /// Cleartext port: HTTP/1.1 or h2c, told apart by the h2 preface.
+    builder: auto::Builder<TokioExecutor>,
+    /// TLS with ALPN `h2`: an invalid preface closes the connection (h2spec
+    /// 3.5/2) instead of being read as HTTP/1.1.
+    h2_only: auto::Builder<TokioExecutor>,
+    /// TLS with ALPN `http/1.1` or none.
+    h1_only: auto::Builder<TokioExecutor>,
+}
+
+/// Which protocols a connection may speak.
+#[derive(Debug, Clone, Copy)]
+enum Proto {
+    Sniff,
+    H1,
+    H2,
+}
+
+/// A bound origin; [`Origin::serve`] runs it.
+pub struct Origin {
+    ctx: Arc<Ctx>,
+    plain: Option<TcpListener>,
+    tls: Option<(TcpListener, TlsAcceptor)>,
+    h3: Option<quinn::Endpoint>,
+    certs: Option<Certs>,
+}
+
+impl std::fmt::Debug for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Origin")
+            .field("plain", &self.plain_addr())
+            .field("tls", &self.tls_addr())
+            .field("h3", &self.h3_addr())
+            .finish()
+    }
+}
+
+impl Origin {
+    /// Generates the bodies, makes the certificates and binds every listener
+    /// asked for (port 0 picks a free one; see the `*_addr` methods). Must be
+    /// called inside a tokio runtime.
+    pub fn bind(corpus: &Corpus, config: OriginConfig) -> Result<Origin, OriginError> {
+        if config.plain.is_none() && config.tls.is_none() && config.h3.is_none() {
+            return Err(OriginError::NoListener);
+        }
+        let store = Arc::new(Store::new(corpus)?);
+        let certs = if config.tls.is_some() || config.h3.is_some() {
+            let ca = Ca::load_or_create(&config.ca_dir)?;
+            Some(ca.issue(&store.hosts())?)
+        } else {
+            None
+        };
+        let tcp = |addr| -> Result<TcpListener, OriginError> {
+            let l = bind_tcp(addr, &config.tcp)?;
+            TcpListener::from_std(l).map_err(|source| {
+                OriginError::Tcp(TcpError::Io {
+                    what: "register with tokio",
+                    addr,
+                    error: source,
+                })
+            })
+        };
+        let plain = config.plain.map(tcp).transpose()?;
+        let tls = match (config.tls, &certs) {
+            (Some(addr), Some(c)) => {
+                Some((tcp(addr)?, TlsAcceptor::from(Arc::new(c.tcp_config()?))))
+            }
+            _ => None,
+        };
+        let h3 = match (config.h3, &certs) {
+            (Some(addr), Some(c)) => {
+                let mut sc = quinn::ServerConfig::with_crypto(Arc::new(c.quic_config()?));
+                let mut tc = quinn::TransportConfig::default();
+                if let Some(f) = &config.quic_congestion {
+                    tc.congestion_controller_factory(f.clone());
+                }
+                sc.transport_config(Arc::new(tc));
+                Some(
+                    quinn::Endpoint::server(sc, addr)
+                        .map_err(|error| OriginError::Quic { addr, error })?,
+                )
+            }
+            _ => None,
+        };
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(config.http.header_read_timeout)
+            // hyper's floor is 8 KiB; a head above the limit gets 431.
+            .max_buf_size(config.http.max_header_bytes.max(8192));
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_header_list_size(u32::try_from(config.http.max_header_bytes).unwrap_or(u32::MAX));
+        Ok(Origin {
+            ctx: Arc::new(Ctx {
+                store,
+                http: config.http,
+                hook: config.tcp.on_accept,
+                h2_only: builder.clone().http2_only(),
+                h1_only: builder.clone().http1_only(),
+                builder,
+            }),
+            plain,
+            tls,
+            h3,
+            certs,
+        })
+    }
+
+    /// Where the cleartext listener listens.
+    pub fn plain_addr(&self) -> Option<SocketAddr> {
+        self.plain.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// Where the TLS listener listens.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls.as_ref().and_then(|(l, _)| l.local_addr().ok())
+    }
+
+    /// Where the QUIC endpoint listens.
+    pub fn h3_addr(&self) -> Option<SocketAddr> {
+        self.h3.as_ref().and_then(|e| e.local_addr().ok())
+    }
+
+    /// The certificates (when a TLS or QUIC listener is bound).
+    pub fn certs(&self) -> Option<&Certs> {
+        self.certs.as_ref()
+    }
+
+    /// The objects served.
+    pub fn store(&self) -> &Store {
+        &self.ctx.store
+    }
+
+    /// Serves until `shutdown` completes; then stops accepting and drops every
+    /// open connection.
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), OriginError> {
+        let mut loops = JoinSet::new();
+        if let Some(l) = self.plain {
+            loops.spawn(accept_tcp(l, None, self.ctx.clone()));
+        }
+        if let Some((l, acc)) = self.tls {
+            loops.spawn(accept_tcp(l, Some(acc), self.ctx.clone()));
+        }
+        let endpoint = self.h3.clone();
+        if let Some(e) = self.h3 {
+            loops.spawn(crate::h3srv::accept_quic(
+                e,
+                self.ctx.store.clone(),
+                self.ctx.http.clone(),
+            ));
+        }
+        shutdown.await;
+        if let Some(e) = endpoint {
+            e.close(0u32.into(), b"shutdown");
+        }
+        loops.shutdown().await;
+        Ok(())
+    }
+}
+
+/// [`Origin::bind`] then [`Origin::serve`].
+pub async fn serve(
+    corpus: &Corpus,
+    config: OriginConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), OriginError> {
+    Origin::bind(corpus, config)?.serve(shutdown).await
+}
+
+/// For a command line: builds a multi-threaded tokio runtime, binds, calls
+/// `ready` (to print addresses and certificates), and serves until Ctrl-C
+/// (SIGINT).
+pub fn run_until_ctrl_c(
+    corpus: &Corpus,
+    config: OriginConfig,
+    ready: impl FnOnce(&Origin),
+) -> Result<(), OriginError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(OriginError::Runtime)?;
+    rt.block_on(async {
+        let origin = Origin::bind(corpus, config)?;
+        ready(&origin);
+        let mut failed = None;
+        origin
+            .serve(async {
+                if let Err(e) = tokio::signal::ctrl_c().await {
+                    failed = Some(e);
+                }
+            })
+            .await?;
+        failed.map_or(Ok(()), |e| Err(OriginError::Runtime(e)))
+    })
+}
+
+/// Accepts TCP connections; each runs in a task owned by this loop, so that
+/// stopping the loop closes them.
+async fn accept_tcp(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Arc<Ctx>) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, _)) => {
+                    if let Some(hook) = &ctx.hook {
+                        hook(&stream);
+                    }
+                    // Objects are written whole; Nagle would only delay the
+                    // last segment of each response.
+                    let _ = stream.set_nodelay(true);
+                    conns.spawn(serve_tcp(stream, tls.clone(), ctx.clone()));
+                }
+                // Out of file descriptors and the like: back off, keep serving.
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+}
+
+async fn serve_tcp(stream: TcpStream, tls: Option<TlsAcceptor>, ctx: Arc<Ctx>) {
+    let limit = ctx.http.header_read_timeout;
+    match tls {
+        None => {
+            // hyper-util's protocol sniffing waits for the first bytes with no
+            // time limit; an idle connection is closed here instead.
+            let mut first = [0u8; 1];
+            match tokio::time::timeout(limit, stream.peek(&mut first)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                _ => return,
+            }
+            serve_http(TokioIo::new(stream), Scheme::Http, Proto::Sniff, ctx).await;
+        }
+        Some(acc) => {
+            let Ok(Ok(s)) = tokio::time::timeout(limit, acc.accept(stream)).await else {
+                return;
+            };
+            let proto = match s.get_ref().1.alpn_protocol() {
+                Some(b"h2") => Proto::H2,
+                _ => Proto::H1,
+            };
+            serve_http(TokioIo::new(s), Scheme::Https, proto, ctx).await;
+        }
+    }
+}
+
+async fn serve_http<I>(io: I, scheme: Scheme, proto: Proto, ctx: Arc<Ctx>)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let c = ctx.clone();
+    let svc = service_fn(move |req: hyper::Request<Incoming>| {
+        let c = c.clone();
+        async move {
+            // Requests with a body are read (up to a limit) before answering,
+            // so that framing errors in it, such as a `content-length` that
+            // the DATA frames do not add up to, reset the stream as RFC 9113
+            // §8.1.1 requires (h2spec 8.1.2.6/2) rather than being answered.
+            let (parts, body) = req.into_parts();
+            if !body.is_end_stream() {
+                match Limited::new(body, MAX_REQUEST_BODY).collect().await {
+                    Ok(_) => {}
+                    Err(_) => {
+                        let mut r = hyper::Response::new(Full::new(Bytes::from_static(
+                            b"413 Content Too Large: request bodies are not served\n",
+                        )));
+                        *r.status_mut() = http::StatusCode::PAYLOAD_TOO_LARGE;
+                        return Ok(r);
+                    }
+                }
+            }
+            let req = hyper::Request::from_parts(parts, ());
+            if !c.http.think.is_zero() {
+                tokio::time::sleep(c.http.think).await;
+            }
+            Ok::<_, Infallible>(respond(&c.store, scheme, &req, &c.http).map(Full::new))
+        }
+    });
+    // Protocol errors (malformed requests, resets) end just this connection;
+    // hyper has already answered 400/431 where HTTP/1.1 allows it.
+    let builder = match proto {
+        Proto::Sniff => &ctx.builder,
+        Proto::H1 => &ctx.h1_only,
+        Proto::H2 => &ctx.h2_only,
+    };
+    let _ = builder.serve_connection(io, svc).await;
+}

@@ -1,0 +1,618 @@
+//! Loopback tests of the origin: every HTTP version against a small generated
+//! corpus, byte-exact bodies, headers, 304s, errors, hostile input, and h2spec
+//! when it is installed.
+
+// Helpers fail the test that calls them, like an unwrap in the test would.
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use mewa_corpus::{body, generate, Corpus, Preset, Scheme};
+use mewa_origin::{HttpOptions, Origin, OriginConfig, TcpOptions};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+fn corpus() -> Corpus {
+    generate(Preset::Accel7, 1)
+}
+
+fn ca_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mewa-origin-test-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn config(tag: &str) -> OriginConfig {
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    OriginConfig {
+        plain: Some(any),
+        tls: Some(any),
+        h3: Some(any),
+        ca_dir: ca_dir(tag),
+        http: HttpOptions::default(),
+        tcp: TcpOptions::default(),
+        quic_congestion: None,
+    }
+}
+
+struct Running {
+    plain: SocketAddr,
+    tls: SocketAddr,
+    h3: SocketAddr,
+    ca_der: rustls::pki_types::CertificateDer<'static>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.task.take() {
+            t.await.unwrap();
+        }
+    }
+}
+
+async fn start(corpus: &Corpus, cfg: OriginConfig) -> Running {
+    let origin = Origin::bind(corpus, cfg).unwrap();
+    let (tx, rx) = oneshot::channel();
+    let r = Running {
+        plain: origin.plain_addr().unwrap(),
+        tls: origin.tls_addr().unwrap(),
+        h3: origin.h3_addr().unwrap(),
+        ca_der: origin.certs().unwrap().chain[1].clone(),
+        stop: Some(tx),
+        task: None,
+    };
+    let task = tokio::spawn(async move {
+        origin
+            .serve(async {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+    });
+    Running {
+        task: Some(task),
+        ..r
+    }
+}
+
+fn req(method: &str, host: &str, path: &str) -> Request<Empty<Bytes>> {
+    Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", host)
+        .body(Empty::new())
+        .unwrap()
+}
+
+/// Absolute-form request for HTTP/2 (`:authority` and `:scheme`).
+fn req2(scheme: &str, host: &str, path: &str) -> Request<Empty<Bytes>> {
+    Request::get(format!("{scheme}://{host}{path}"))
+        .body(Empty::new())
+        .unwrap()
+}
+
+async fn collect(r: Response<hyper::body::Incoming>) -> (http::response::Parts, Bytes) {
+    let (parts, b) = r.into_parts();
+    (parts, b.collect().await.unwrap().to_bytes())
+}
+
+type H1 = hyper::client::conn::http1::SendRequest<Empty<Bytes>>;
+type H2 = hyper::client::conn::http2::SendRequest<Empty<Bytes>>;
+
+async fn h1<I>(io: I) -> H1
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    s
+}
+
+/// Waits for the HTTP/1.1 connection to be free, then sends.
+async fn send1(
+    s: &mut H1,
+    r: Request<Empty<Bytes>>,
+) -> hyper::Result<Response<hyper::body::Incoming>> {
+    s.ready().await?;
+    s.send_request(r).await
+}
+
+async fn h2<I>(io: I) -> H2
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (s, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(io))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    s
+}
+
+async fn tls(r: &Running, alpn: &[u8]) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(r.ca_der.clone()).unwrap();
+    let mut c = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    c.alpn_protocols = vec![alpn.to_vec()];
+    let tcp = TcpStream::connect(r.tls).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let s = tokio_rustls::TlsConnector::from(Arc::new(c))
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    assert_eq!(s.get_ref().1.alpn_protocol(), Some(alpn));
+    s
+}
+
+/// Sends raw bytes and reads until the server closes or 3 s pass.
+async fn raw(addr: SocketAddr, bytes: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(bytes).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(3), s.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The server still answers a plain GET for the page's root.
+async fn still_serves(addr: SocketAddr, c: &Corpus) {
+    let o = &c.pages[0].objects[0];
+    let mut s = h1(TcpStream::connect(addr).await.unwrap()).await;
+    let r = send1(&mut s, req("GET", &o.host, &o.path)).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h1_plain_serves_every_object_byte_exact_with_headers() {
+    let c = corpus();
+    let r = start(&c, config("h1")).await;
+    let page = &c.pages[0];
+    let mut s = h1(TcpStream::connect(r.plain).await.unwrap()).await;
+    for o in &page.objects {
+        let (p, b) = collect(send1(&mut s, req("GET", &o.host, &o.path)).await.unwrap()).await;
+        assert_eq!(p.status, StatusCode::OK, "{}{}", o.host, o.path);
+        assert_eq!(
+            b.as_ref(),
+            body(page, o.id, Scheme::Http).unwrap().as_slice()
+        );
+        assert_eq!(p.headers["content-length"], o.size.to_string().as_str());
+        assert_eq!(p.headers["content-type"], o.content_type.as_str());
+        assert_eq!(p.headers["cache-control"], "max-age=0");
+        assert!(p.headers["etag"].to_str().unwrap().starts_with('"'));
+        assert!(p.headers.contains_key("last-modified"));
+    }
+    r.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2c_prior_knowledge_on_the_plain_port() {
+    let c = corpus();
+    let r = start(&c, config("h2c")).await;
+    let page = &c.pages[0];
+    let s = h2(TcpStream::connect(r.plain).await.unwrap()).await;
+    let mut tasks = Vec::new();
+    for o in page.objects.iter().take(20) {
+        let mut s = s.clone();
+        let rq = req2("http", &o.host, &o.path);
+        tasks.push(tokio::spawn(async move {
+            collect(s.send_request(rq).await.unwrap()).await
+        }));
+    }
+    for (t, o) in tasks.into_iter().zip(&page.objects) {
+        let (p, b) = t.await.unwrap();
+        assert_eq!(p.version, http::Version::HTTP_2);
+        assert_eq!(p.status, StatusCode::OK);
+        assert_eq!(
+            b.as_ref(),
+            body(page, o.id, Scheme::Http).unwrap().as_slice()
+        );
+    }
+    r.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_alpn_h2_and_http11_serve_https_bodies() {
+    let c = corpus();
+    let r = start(&c, config("tls")).await;
+    let page = &c.pages[0];
+    let mut s = h2(tls(&r, b"h2").await).await;
+    for o in &page.objects {
+        let (p, b) = collect(
+            s.send_request(req2("https", &o.host, &o.path))
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(p.version, http::Version::HTTP_2);
+        assert_eq!(
+            b.as_ref(),
+            body(page, o.id, Scheme::Https).unwrap().as_slice()
+        );
+    }
+    let o = &page.objects[0];
+    let mut s = h1(tls(&r, b"http/1.1").await).await;
+    let (p, b) = collect(send1(&mut s, req("GET", &o.host, &o.path)).await.unwrap()).await;
+    assert_eq!(p.version, http::Version::HTTP_11);
+    assert_eq!(
+        b.as_ref(),
+        body(page, o.id, Scheme::Https).unwrap().as_slice()
+    );
+    r.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_requests_get_304_on_h1_and_h2() {
+    let c = corpus();
+    let r = start(&c, config("cond")).await;
+    let o = &c.pages[0].objects[0];
+    let mut s1 = h1(TcpStream::connect(r.plain).await.unwrap()).await;
+    let (p, _) = collect(send1(&mut s1, req("GET", &o.host, &o.path)).await.unwrap()).await;
+    let etag = p.headers["etag"].clone();
+    let lm = p.headers["last-modified"].clone();
+    let mut q = req("GET", &o.host, &o.path);
+    q.headers_mut().insert("if-none-match", etag.clone());
+    let (p, b) = collect(send1(&mut s1, q).await.unwrap()).await;
+    assert_eq!(p.status, StatusCode::NOT_MODIFIED);
+    assert!(b.is_empty());
+    assert_eq!(p.headers["etag"], etag);
+    let mut q = req("GET", &o.host, &o.path);
+    q.headers_mut().insert("if-modified-since", lm.clone());
+    assert_eq!(
+        send1(&mut s1, q).await.unwrap().status(),
+        StatusCode::NOT_MODIFIED
+    );
+
+    let mut s2 = h2(TcpStream::connect(r.plain).await.unwrap()).await;
+    let mut q = req2("http", &o.host, &o.path);
+    q.headers_mut().insert("if-none-match", etag);
+    assert_eq!(
+        s2.send_request(q).await.unwrap().status(),
+        StatusCode::NOT_MODIFIED
+    );
+    r.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_head_and_traversal() {
+    let c = corpus();
+    let r = start(&c, config("err")).await;
+    let o = &c.pages[0].objects[0];
+    let mut s = h1(TcpStream::connect(r.plain).await.unwrap()).await;
+    let (p, b) = collect(
+        send1(&mut s, req("GET", "unknown.example", "/"))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(p.status, StatusCode::MISDIRECTED_REQUEST);
+    assert!(String::from_utf8_lossy(&b).contains("unknown.example"));
+    let (p, b) = collect(
+        send1(&mut s, req("GET", &o.host, "/nope.png"))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(p.status, StatusCode::NOT_FOUND);
+    assert!(String::from_utf8_lossy(&b).contains("/nope.png"));
+    let (p, _) = collect(
+        send1(&mut s, req("DELETE", &o.host, &o.path))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(p.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(p.headers["allow"], "GET, HEAD");
+    let (p, b) = collect(send1(&mut s, req("HEAD", &o.host, &o.path)).await.unwrap()).await;
+    assert_eq!(p.status, StatusCode::OK);
+    assert!(b.is_empty());
+    assert_eq!(p.headers["content-length"], o.size.to_string().as_str());
+
+    let mut s2 = h2(TcpStream::connect(r.plain).await.unwrap()).await;
+    let q = Request::head(format!("http://{}{}", o.host, o.path))
+        .body(Empty::new())
+        .unwrap();
+    let (p, b) = collect(s2.send_request(q).await.unwrap()).await;
+    assert_eq!(p.status, StatusCode::OK);
+    assert!(b.is_empty());
+    assert_eq!(p.headers["content-length"], o.size.to_string().as_str());
+
+    for path in [
+        "/../etc/passwd",
+        "/%2e%2e/%2e%2e/etc/passwd",
+        "/a/%2E%2E/b",
+        "/..%2fetc",
+    ] {
+        let text = raw(
+            r.plain,
+            format!(
+                "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+                o.host
+            )
+            .as_bytes(),
+        )
+        .await;
+        assert!(text.starts_with("HTTP/1.1 400"), "{path}: {text}");
+        assert!(!text.contains("root:"), "{path}");
+    }
+    still_serves(r.plain, &c).await;
+    r.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_input_gets_4xx_or_close_and_server_keeps_serving() {
+    let c = corpus();
+    let mut cfg = config("hostile");
+    cfg.http.header_read_timeout = Duration::from_millis(400);
+    let r = start(&c, cfg).await;
+    let host = c.pages[0].objects[0].host.clone();
+
+    let text = raw(r.plain, b"THIS IS NOT HTTP\r\n\r\n").await;
+    assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+    still_serves(r.plain, &c).await;
+
+    let text = raw(r.plain, b"GET / HTTP/1.1\r\nHost: a\0b\r\n\r\n").await;
+    assert!(text.is_empty() || text.starts_with("HTTP/1.1 4"), "{text}");
+    still_serves(r.plain, &c).await;
+
+    let big = "x".repeat(20_000);
+    let text = raw(
+        r.plain,
+        format!("GET / HTTP/1.1\r\nHost: {host}\r\nX-Big: {big}\r\n\r\n").as_bytes(),
+    )
+    .await;
+    assert!(text.starts_with("HTTP/1.1 431"), "{text}");
+    still_serves(r.plain, &c).await;
+
+    // Over HTTP/2 the header list limit is advertised and enforced.
+    let mut s2 = h2(TcpStream::connect(r.plain).await.unwrap()).await;
+    let mut q = req2("http", &host, "/");
+    q.headers_mut().insert("x-big", big.parse().unwrap());
+    let res = s2.send_request(q).await;
+    assert!(res.is_err() || res.unwrap().status().is_client_error());
+    still_serves(r.plain, &c).await;
+
+    // Slowloris: silent, and a head that never ends, are both cut off.
+    for bytes in [&b""[..], b"GET / HTTP/1.1\r\nHost: x\r\n"] {
+        let t0 = Instant::now();
+        let mut s = TcpStream::connect(r.plain).await.unwrap();
+        s.write_all(bytes).await.unwrap();
+        let mut buf = Vec::new();
+        let res = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;
+        assert!(
+            res.is_ok(),
+            "connection not closed within 5 s after {bytes:?}"
+        );
+        assert!(
+            t0.elapsed() >= Duration::from_millis(300),
+            "closed too early"
+        );
+    }
+    // A TLS client that never says hello is cut off too.
+    let mut s = TcpStream::connect(r.tls).await.unwrap();
+    let mut buf = Vec::new();
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf))
+            .await
+            .is_ok()
+    );
+    still_serves(r.plain, &c).await;
+    r.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn think_time_delays_each_response() {
+    let c = corpus();
+    let mut cfg = config("think");
+    cfg.http.think = Duration::from_millis(150);
+    cfg.http.max_age = 60;
+    let r = start(&c, cfg).await;
+    let o = &c.pages[0].objects[0];
+    let mut s = h1(TcpStream::connect(r.plain).await.unwrap()).await;
+    let t0 = Instant::now();
+    let p = send1(&mut s, req("GET", &o.host, &o.path)).await.unwrap();
+    assert!(t0.elapsed() >= Duration::from_millis(150));
+    assert_eq!(p.headers()["cache-control"], "max-age=60");
+    r.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accept_hook_sees_sockets_with_the_chosen_congestion_control() {
+    let avail = mewa_origin::available_congestion_controls();
+    let Some(cc) = ["reno", "cubic"]
+        .into_iter()
+        .find(|c| avail.iter().any(|a| a == c))
+    else {
+        eprintln!("skipped: neither reno nor cubic is registered in this kernel");
+        return;
+    };
+    let c = corpus();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let right_cc = Arc::new(AtomicUsize::new(0));
+    let mut cfg = config("hook");
+    cfg.tcp.congestion = Some(cc.to_owned());
+    let (s2, r2) = (seen.clone(), right_cc.clone());
+    cfg.tcp.on_accept = Some(Arc::new(move |s: &TcpStream| {
+        s2.fetch_add(1, Ordering::SeqCst);
+        if mewa_origin::congestion_of(s).is_ok_and(|n| n == cc) {
+            r2.fetch_add(1, Ordering::SeqCst);
+        }
+    }));
+    let r = start(&c, cfg).await;
+    still_serves(r.plain, &c).await;
+    still_serves(r.plain, &c).await;
+    assert_eq!(seen.load(Ordering::SeqCst), 2);
+    assert_eq!(right_cc.load(Ordering::SeqCst), 2);
+    r.stop().await;
+}
+
+/// A test controller factory that counts the connections it equips: proof
+/// that QUIC takes its congestion controller from the factory passed in.
+#[derive(Debug, Default)]
+struct CountingCubic {
+    built: AtomicUsize,
+    inner: quinn::congestion::CubicConfig,
+}
+
+impl quinn::congestion::ControllerFactory for CountingCubic {
+    fn build(
+        self: Arc<Self>,
+        now: Instant,
+        current_mtu: u16,
+    ) -> Box<dyn quinn::congestion::Controller> {
+        self.built.fetch_add(1, Ordering::SeqCst);
+        Arc::new(self.inner.clone()).build(now, current_mtu)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h3_serves_https_bodies_with_the_given_controller() {
+    use bytes::Buf;
+    let c = corpus();
+    let factory = Arc::new(CountingCubic::default());
+    let mut cfg = config("h3");
+    cfg.quic_congestion = Some(factory.clone());
+    let r = start(&c, cfg).await;
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(r.ca_der.clone()).unwrap();
+    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13])
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    let qc = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+    let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    ep.set_default_client_config(quinn::ClientConfig::new(Arc::new(qc)));
+    let conn = ep.connect(r.h3, "localhost").unwrap().await.unwrap();
+    let (mut driver, mut send) = h3::client::new(h3_quinn::Connection::new(conn))
+        .await
+        .unwrap();
+    let drive = tokio::spawn(async move {
+        let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+    });
+    let page = &c.pages[0];
+    for o in &page.objects {
+        let q = Request::get(format!("https://{}{}", o.host, o.path))
+            .body(())
+            .unwrap();
+        let mut st = send.send_request(q).await.unwrap();
+        st.finish().await.unwrap();
+        let resp = st.recv_response().await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(resp.headers()["etag"].len(), 34);
+        let mut got = Vec::new();
+        while let Some(mut chunk) = st.recv_data().await.unwrap() {
+            while chunk.has_remaining() {
+                let n = chunk.chunk().len();
+                got.extend_from_slice(chunk.chunk());
+                chunk.advance(n);
+            }
+        }
+        assert_eq!(got, body(page, o.id, Scheme::Https).unwrap());
+    }
+    let q = Request::get("https://unknown.example/").body(()).unwrap();
+    let mut st = send.send_request(q).await.unwrap();
+    st.finish().await.unwrap();
+    assert_eq!(
+        st.recv_response().await.unwrap().status(),
+        StatusCode::MISDIRECTED_REQUEST
+    );
+    assert_eq!(factory.built.load(Ordering::SeqCst), 1);
+    drop(send);
+    drive.abort();
+    ep.close(0u32.into(), b"done");
+    r.stop().await;
+}
+
+/// The h2spec binary: on PATH or in ~/go/bin (where `go install` puts it).
+fn h2spec() -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    if let Some(home) = std::env::var_os("HOME") {
+        dirs.push(PathBuf::from(home).join("go/bin"));
+    }
+    dirs.into_iter()
+        .map(|d| d.join("h2spec"))
+        .find(|p| p.is_file())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2spec_passes_on_h2c_and_tls() {
+    let Some(bin) = h2spec() else {
+        eprintln!(
+            "skipped: h2spec not found on PATH or in ~/go/bin \
+             (go install github.com/summerwind/h2spec/cmd/h2spec@latest, or scripts/setup)"
+        );
+        return;
+    };
+    let c = corpus();
+    let o = c.pages[0].objects[0].clone();
+    let r = start(&c, config("h2spec")).await;
+    for (addr, tls) in [(r.plain, false), (r.tls, true)] {
+        let mut cmd = tokio::process::Command::new(&bin);
+        cmd.args(["-h", "127.0.0.1", "-p", &addr.port().to_string()])
+            .args(["--path", &o.path, "-o", "5", "-j"])
+            .arg(
+                std::env::temp_dir().join(format!("mewa-h2spec-{}-{tls}.xml", std::process::id())),
+            );
+        if tls {
+            cmd.args(["-t", "-k"]);
+        }
+        // h2spec sends its requests with `:authority` = the host it dials;
+        // the origin answers 421 for it, which every h2spec case accepts
+        // (they test framing, not status codes).
+        let out = cmd.output().await.unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let summary = text
+            .lines()
+            .rev()
+            .find(|l| l.contains("tests,"))
+            .unwrap_or("");
+        let name = if tls { "TLS" } else { "h2c" };
+        eprintln!("h2spec ({name}): {summary}");
+        assert!(
+            summary.contains("passed"),
+            "h2spec ({name}) did not run:\n{text}"
+        );
+        // The one known failure, on the cleartext port only: 3.5/2 (invalid
+        // preface). That port also speaks HTTP/1.1, so bytes that are not the
+        // h2 preface are an HTTP/1.1 request, answered with 400 and a close
+        // where h2spec wants a bare close (docs/ORIGIN.md).
+        let unexpected: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains('×'))
+            .filter(|l| tls || !l.contains("Sends invalid connection preface"))
+            .collect();
+        assert!(
+            unexpected.is_empty(),
+            "h2spec ({name}) failures:\n{}\n\n{text}",
+            unexpected.join("\n")
+        );
+    }
+    let _ = o;
+    r.stop().await;
+}
