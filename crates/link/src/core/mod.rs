@@ -336,6 +336,19 @@ pub struct Event {
     pub delay: Option<Duration>,
 }
 
+impl Event {
+    /// An event that carries no delay (everything but a departure).
+    fn new(dir: Dir, at: Duration, kind: EventKind, bytes: usize) -> Event {
+        Event {
+            dir,
+            at,
+            kind,
+            bytes,
+            delay: None,
+        }
+    }
+}
+
 /// Counters of one direction.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Stats {
@@ -453,30 +466,12 @@ impl<P: Payload + Send + 'static> Link<P> {
         let d = &mut self.dirs[dir.index()];
         d.stats.arrivals += 1;
         d.stats.arrival_bytes += len as u64;
-        push(
-            log,
-            Event {
-                dir,
-                at: now,
-                kind: EventKind::Arrival,
-                bytes: len,
-                delay: None,
-            },
-        );
+        push(log, Event::new(dir, now, EventKind::Arrival, len));
         self.radio.on_arrival(now, d.queue.bytes() + len);
         if d.loss > 0.0 && self.rng.next_f64() < d.loss {
             d.stats.drops_loss += 1;
             d.stats.drop_bytes += len as u64;
-            push(
-                log,
-                Event {
-                    dir,
-                    at: now,
-                    kind: EventKind::DropLoss,
-                    bytes: len,
-                    delay: None,
-                },
-            );
+            push(log, Event::new(dir, now, EventKind::DropLoss, len));
             return;
         }
         let idle = d.queue.is_empty() && d.in_service.is_none() && d.partial.is_none();
@@ -570,16 +565,7 @@ impl<P: Payload> Direction<P> {
             let bytes = q.packet.wire_len();
             self.stats.drops_queue += 1;
             self.stats.drop_bytes += bytes as u64;
-            push(
-                log,
-                Event {
-                    dir: self.dir,
-                    at,
-                    kind: EventKind::DropQueue,
-                    bytes,
-                    delay: None,
-                },
-            );
+            push(log, Event::new(self.dir, at, EventKind::DropQueue, bytes));
         }
     }
 
@@ -727,16 +713,7 @@ impl<P: Payload> Direction<P> {
             }
             if credit == OPPORTUNITY_BYTES {
                 self.stats.unused_opportunities += 1;
-                push(
-                    log,
-                    Event {
-                        dir: self.dir,
-                        at: t,
-                        kind: EventKind::Unused,
-                        bytes: credit,
-                        delay: None,
-                    },
-                );
+                push(log, Event::new(self.dir, t, EventKind::Unused, credit));
             }
         }
     }
