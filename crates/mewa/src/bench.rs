@@ -42,6 +42,11 @@ enum Which {
     /// Needs root. Build with --release: a debug build is several times
     /// slower.
     Link(LinkBench),
+    /// Requests/s and MB/s of the origin server over h2c on loopback for
+    /// 10 KB and 1 MB objects, next to nghttpd and nginx serving the same
+    /// files in the same run, with the ratio (target: 80 % of the better
+    /// one). Needs h2load (nghttp2-client). Build with --release.
+    Origin(crate::bench_origin::OriginBench),
 }
 
 #[derive(Debug, Args)]
@@ -63,6 +68,7 @@ struct LinkBench {
 pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     match cmd.which {
         Which::Link(b) => link(b),
+        Which::Origin(b) => crate::bench_origin::run(b),
     }
 }
 

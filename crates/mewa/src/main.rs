@@ -2,8 +2,10 @@
 //! hint format and (as they land) the edge, client, link emulator and lab.
 
 mod bench;
+mod bench_origin;
 mod corpus;
 mod hint;
+mod lab;
 mod link;
 mod linkplot;
 mod model;
@@ -37,8 +39,11 @@ enum Cmd {
     /// Serve a page corpus over HTTP/1.1, HTTP/2 and HTTP/3 for all its
     /// hostnames (docs/ORIGIN.md).
     Origin(origin::OriginCmd),
+    /// Experiments over emulated links with real kernel TCP and the
+    /// built-in page loader (needs root).
+    Lab(lab::LabCmd),
     /// Benchmarks that print figures (the link emulator's throughput and CPU
-    /// cost).
+    /// cost; the origin server against nghttpd and nginx).
     Bench(bench::BenchCmd),
 }
 
@@ -51,6 +56,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Link(l) => link::run(*l),
         Cmd::Corpus(c) => corpus::run(c).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Origin(o) => origin::run(o).map(|()| std::process::ExitCode::SUCCESS),
+        Cmd::Lab(l) => lab::run(l).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Bench(b) => bench::run(b).map(|()| std::process::ExitCode::SUCCESS),
     };
     match res {

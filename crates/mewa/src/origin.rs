@@ -137,7 +137,8 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
     .context("origin server")
 }
 
-fn default_ca_dir() -> anyhow::Result<PathBuf> {
+/// The local test CA's default directory, shared by the origin and the lab.
+pub(crate) fn default_ca_dir() -> anyhow::Result<PathBuf> {
     if let Some(d) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(d).join("mewa/ca"));
     }

@@ -72,6 +72,22 @@ impl Table {
         out
     }
 
+    /// A GitHub-flavoured Markdown table (`|` in cells escaped).
+    pub fn to_markdown(&self) -> String {
+        let row = |r: &[String]| {
+            let cells: Vec<String> = (0..self.headers.len())
+                .map(|i| r.get(i).map_or(String::new(), |c| c.replace('|', "\\|")))
+                .collect();
+            format!("| {} |\n", cells.join(" | "))
+        };
+        let mut out = row(&self.headers);
+        out.push_str(&row(&vec!["---".to_string(); self.headers.len()]));
+        for r in &self.rows {
+            out.push_str(&row(r));
+        }
+        out
+    }
+
     /// RFC 4180 CSV.
     pub fn to_csv(&self) -> String {
         let esc = |c: &str| {

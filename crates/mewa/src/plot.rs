@@ -63,11 +63,20 @@ pub fn draw(path: &Path, chart: &Chart<'_>, series: &[Series]) -> anyhow::Result
         .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let log = chart.log_y;
+    // Enough decimals that neighbouring ticks differ on small ranges.
+    let span = y1 - y0;
+    let digits = if span < 1.0 {
+        2
+    } else if span < 10.0 {
+        1
+    } else {
+        0
+    };
     let fmt_y = move |v: &f64| {
         if log {
             format!("{:.0}", 10f64.powf(*v))
         } else {
-            format!("{v:.0}")
+            format!("{v:.digits$}")
         }
     };
     c.configure_mesh()

@@ -230,3 +230,65 @@ fn killed_link_run_is_cleaned_up_by_the_next() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(leftovers(pid), Vec::<String>::new());
 }
+
+#[test]
+fn lab_rejects_bad_options_before_touching_the_network() {
+    let o = mewa(&["lab", "load", "--page", "no-such-page"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no-such-page"));
+    let o = mewa(&["lab", "load", "--rtt", "fast"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--rtt"));
+    let o = mewa(&["lab", "baseline", "--runs", "0"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--runs"));
+    let o = mewa(&["lab", "load", "--protocol", "h9"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("h9"));
+}
+
+#[test]
+fn lab_load_writes_har_and_records() {
+    if !privileged("lab_load_writes_har_and_records") {
+        return;
+    }
+    let s = Scratch::new("lab-load");
+    let har = s.join("load.har");
+    let json = s.join("load.json");
+    let ca = s.join("ca");
+    let o = mewa(&[
+        "lab",
+        "load",
+        "--page",
+        "622k",
+        "--protocol",
+        "h2",
+        "--tls",
+        "--rtt",
+        "40ms",
+        "--ca-dir",
+        ca.to_str().unwrap(),
+        "--har",
+        har.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout(&o).contains("meh15-02-622k-32"), "{}", stdout(&o));
+    let h: serde_json::Value = serde_json::from_slice(&std::fs::read(&har).unwrap()).unwrap();
+    assert_eq!(h["log"]["version"], "1.2");
+    let entries = h["log"]["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 32);
+    assert!(entries.iter().all(|e| e["response"]["status"] == 200));
+    assert!(entries.iter().all(|e| e["request"]["url"]
+        .as_str()
+        .unwrap()
+        .starts_with("https://")));
+    let total: u64 = entries
+        .iter()
+        .map(|e| e["response"]["content"]["size"].as_u64().unwrap())
+        .sum();
+    assert_eq!(total, 622_000);
+    let recs: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(recs[0]["connections"].as_array().unwrap().len(), 1);
+}

@@ -1,0 +1,220 @@
+//! A two-host testbed: a client and an origin in their own network
+//! namespaces, joined by one emulated link (real kernel TCP on both ends).
+//!
+//! The origin runs on a thread inside the server's namespace with its own
+//! tokio runtime; each load runs on a thread inside the client's namespace
+//! with a fresh current-thread runtime, so every socket the loader opens is
+//! a client-namespace socket that crosses the link.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use mewa_corpus::{Corpus, Page};
+use mewa_link::core::LinkConfig;
+use mewa_link::runtime::{self, LinkOptions, Topology};
+use mewa_origin::{HttpOptions, Origin, OriginConfig, TcpOptions};
+use tokio::sync::oneshot;
+
+use crate::loader::{load, LoadError, LoadOptions, Resolver};
+use crate::record::LoadRecord;
+
+/// Namespace host names of the testbed.
+const CLIENT: &str = "client";
+const SERVER: &str = "origin";
+
+/// Why the testbed could not be built or used.
+#[derive(Debug, thiserror::Error)]
+pub enum BedError {
+    /// Namespaces, TUN or a link could not be set up (not root?).
+    #[error("testbed: {0}")]
+    Link(#[from] runtime::Error),
+    /// The origin did not start (port in use, unknown congestion control…).
+    #[error("origin: {0}")]
+    Origin(String),
+    /// The load could not start (see [`LoadError`]).
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// A thread or runtime could not be created.
+    #[error("{0}")]
+    Runtime(String),
+}
+
+/// How the origin of a testbed serves.
+#[derive(Debug, Clone)]
+pub struct OriginSettings {
+    /// TCP congestion control of the origin's sockets (the kernel default in
+    /// a namespace is bbr and cannot be changed there; GUIDE §3).
+    pub congestion: String,
+    /// Where the local test CA lives (created if missing).
+    pub ca_dir: PathBuf,
+}
+
+/// A running testbed; dropping it stops the origin and removes the
+/// namespaces.
+pub struct Bed {
+    topo: Option<Topology>,
+    origin_ip: IpAddr,
+    ca_cert: PathBuf,
+    stop: Option<oneshot::Sender<()>>,
+    origin: Option<JoinHandle<()>>,
+}
+
+/// Fixed ports of the origin inside its namespace.
+pub const PORT_PLAIN: u16 = 80;
+/// TLS over TCP.
+pub const PORT_TLS: u16 = 443;
+/// HTTP/3 over UDP.
+pub const PORT_H3: u16 = 443;
+
+impl Bed {
+    /// Builds the namespaces and the link and starts an origin serving
+    /// `corpus` on all three listeners.
+    pub fn start(
+        corpus: &Corpus,
+        link: LinkConfig,
+        link_options: LinkOptions,
+        origin: &OriginSettings,
+    ) -> Result<Bed, BedError> {
+        let topo = Topology::builder()
+            .host(CLIENT)
+            .host(SERVER)
+            .link_with(CLIENT, SERVER, link, link_options)
+            .build()?;
+        let ip = topo.addr(SERVER)?;
+        let any = |port| Some(SocketAddr::from(([0, 0, 0, 0], port)));
+        let cfg = OriginConfig {
+            plain: any(PORT_PLAIN),
+            tls: any(PORT_TLS),
+            h3: any(PORT_H3),
+            ca_dir: origin.ca_dir.clone(),
+            http: HttpOptions::default(),
+            tcp: TcpOptions {
+                congestion: Some(origin.congestion.clone()),
+                ..TcpOptions::default()
+            },
+            quic_congestion: None,
+        };
+        let ca_cert = origin.ca_dir.join(mewa_origin::tls::CA_CERT);
+        let corpus = corpus.clone();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let thread = topo.spawn_in(SERVER, move || {
+            let rt = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(format!("runtime: {e}")));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let origin = match Origin::bind(&corpus, cfg) {
+                    Ok(o) => o,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e.to_string()));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok(()));
+                let _ = origin
+                    .serve(async {
+                        let _ = stop_rx.await;
+                    })
+                    .await;
+            });
+        })?;
+        let mut bed = Bed {
+            topo: Some(topo),
+            origin_ip: IpAddr::V4(ip),
+            ca_cert,
+            stop: Some(stop_tx),
+            origin: Some(thread),
+        };
+        match ready_rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(Ok(())) => Ok(bed),
+            Ok(Err(e)) => {
+                bed.stop_origin();
+                Err(BedError::Origin(e))
+            }
+            Err(_) => {
+                bed.stop_origin();
+                Err(BedError::Origin("did not start within 60 s".into()))
+            }
+        }
+    }
+
+    /// The origin's address as the client reaches it (across the link).
+    pub fn origin_ip(&self) -> IpAddr {
+        self.origin_ip
+    }
+
+    /// PEM file of the CA that signed the origin's certificate.
+    pub fn ca_cert(&self) -> &Path {
+        &self.ca_cert
+    }
+
+    /// `opts` with every name resolving to the origin, the testbed's ports
+    /// and its CA.
+    pub fn options(&self, opts: LoadOptions) -> LoadOptions {
+        LoadOptions {
+            resolver: Resolver::all_to(self.origin_ip),
+            port_plain: PORT_PLAIN,
+            port_tls: PORT_TLS,
+            port_h3: PORT_H3,
+            ca_cert: Some(self.ca_cert.clone()),
+            ..opts
+        }
+    }
+
+    /// The topology (for link statistics and extra processes).
+    pub fn topology(&self) -> Option<&Topology> {
+        self.topo.as_ref()
+    }
+
+    /// Loads `page` from the client's namespace with `opts` (pass them
+    /// through [`Bed::options`] to aim at this testbed's origin).
+    pub fn load(&self, page: &Page, opts: &LoadOptions) -> Result<LoadRecord, BedError> {
+        let topo = self
+            .topo
+            .as_ref()
+            .ok_or_else(|| BedError::Runtime("testbed already shut down".into()))?;
+        topo.in_namespace(CLIENT, || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| BedError::Runtime(format!("runtime: {e}")))?;
+            rt.block_on(load(page, opts)).map_err(BedError::from)
+        })?
+    }
+
+    fn stop_origin(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.origin.take() {
+            let _ = t.join();
+        }
+    }
+
+    /// Stops the origin and removes the namespaces, reporting a failed
+    /// teardown.
+    pub fn shutdown(mut self) -> Result<(), BedError> {
+        self.stop_origin();
+        match self.topo.take() {
+            Some(t) => t.shutdown().map_err(BedError::from),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        self.stop_origin();
+    }
+}

@@ -1,0 +1,21 @@
+//! `mewa-lab`: loading pages and measuring the loads (issue 4).
+//!
+//! - [`record`]: what one page load leaves behind — per object (connection,
+//!   discovery, request, first byte, end, bytes, the body's arrivals over
+//!   time) and per connection (open, connected, handshake done, close). Pure
+//!   data, JSON on disk.
+//! - [`metrics`]: the seeds' page-load metrics computed from a record (pure).
+//! - [`har`]: a record as HAR 1.2, so that existing tools read it (pure).
+//! - [`loader`]: the built-in browser stand-in that produces records over
+//!   HTTP/1.1, HTTP/2 and HTTP/3 (tokio runtime).
+//! - [`bed`]: a client and an origin in network namespaces joined by an
+//!   emulated link, loads run from the client's side.
+//! - [`baseline`]: the first experiment — measured load times over one
+//!   HTTP/2 connection beside seed 000's T_HTTP model.
+
+pub mod baseline;
+pub mod bed;
+pub mod har;
+pub mod loader;
+pub mod metrics;
+pub mod record;

@@ -1,0 +1,214 @@
+//! Opening one connection: TCP (+ TLS) + HTTP/1.1 or HTTP/2 handshake, or
+//! QUIC + HTTP/3, with the instants the record keeps.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::Empty;
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
+
+use crate::record::Protocol;
+
+/// Chrome's HTTP/2 receive windows (6 MB per stream, 15 MB per
+/// connection): large enough that flow control never limits a page load,
+/// so what the lab measures is the transport.
+const H2_STREAM_WINDOW: u32 = 6 * 1024 * 1024;
+const H2_CONN_WINDOW: u32 = 15 * 1024 * 1024;
+
+/// Why the TLS or QUIC client could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The CA file could not be read or holds no certificate.
+    #[error("CA certificate {path}: {reason}")]
+    Ca {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// rustls or quinn refused the configuration.
+    #[error("TLS/QUIC client setup: {0}")]
+    Setup(String),
+}
+
+/// TLS client configuration trusting only `ca` with the given ALPN.
+pub(crate) fn tls_config(ca: &Path, alpn: &[&[u8]]) -> Result<rustls::ClientConfig, ConnectError> {
+    let ca_err = |reason: String| ConnectError::Ca {
+        path: ca.display().to_string(),
+        reason,
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(ca)
+        .map_err(|e| ca_err(e.to_string()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| ca_err(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(ca_err("no certificate in the file".into()));
+    }
+    for c in certs {
+        roots.add(c).map_err(|e| ca_err(e.to_string()))?;
+    }
+    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| ConnectError::Setup(e.to_string()))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    cfg.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
+    Ok(cfg)
+}
+
+/// A QUIC client endpoint on an ephemeral port, trusting only `ca`.
+pub(crate) fn quic_endpoint(ca: &Path) -> Result<quinn::Endpoint, ConnectError> {
+    let mut tls = tls_config(ca, &[b"h3"])?;
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    let qc = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
+        .map_err(|e| ConnectError::Setup(e.to_string()))?;
+    let bind: SocketAddr = SocketAddr::from(([0, 0, 0, 0], 0));
+    let mut ep = quinn::Endpoint::client(bind).map_err(|e| ConnectError::Setup(e.to_string()))?;
+    ep.set_default_client_config(quinn::ClientConfig::new(Arc::new(qc)));
+    Ok(ep)
+}
+
+/// The request-sending half of an open connection.
+pub(crate) enum Sender {
+    /// HTTP/1.1: one request at a time.
+    H1(http1::SendRequest<Empty<Bytes>>),
+    /// HTTP/2: clone per request.
+    H2(http2::SendRequest<Empty<Bytes>>),
+    /// HTTP/3: clone per request.
+    H3(h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>),
+}
+
+/// An open connection and the task driving it.
+pub(crate) struct Opened {
+    pub sender: Sender,
+    pub driver: JoinHandle<()>,
+    /// µs-stamps: transport established, ready for requests.
+    pub connected_us: u64,
+    pub ready_us: u64,
+}
+
+/// What an open needs from its caller.
+pub(crate) struct Target<'a> {
+    pub addr: SocketAddr,
+    pub host: &'a str,
+    pub protocol: Protocol,
+    pub tls: Option<&'a Arc<rustls::ClientConfig>>,
+    pub quic: Option<&'a quinn::Endpoint>,
+}
+
+/// Opens a connection; `now_us` reads the load's clock.
+pub(crate) async fn open(t: Target<'_>, now_us: impl Fn() -> u64) -> Result<Opened, String> {
+    if t.protocol == Protocol::H3 {
+        return open_h3(t, now_us).await;
+    }
+    let tcp = TcpStream::connect(t.addr)
+        .await
+        .map_err(|e| format!("connect {}: {e}", t.addr))?;
+    let connected_us = now_us();
+    // Requests are small and latency matters more than packet count.
+    let _ = tcp.set_nodelay(true);
+    match t.tls {
+        Some(cfg) => {
+            let name = ServerName::try_from(t.host.to_string())
+                .map_err(|e| format!("server name `{}`: {e}", t.host))?;
+            let tls = tokio_rustls::TlsConnector::from(Arc::clone(cfg))
+                .connect(name, tcp)
+                .await
+                .map_err(|e| format!("TLS handshake with {} ({}): {e}", t.host, t.addr))?;
+            let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+            let want: &[u8] = match t.protocol {
+                Protocol::H2 => b"h2",
+                _ => b"http/1.1",
+            };
+            if alpn.as_deref().is_some_and(|a| a != want)
+                || (alpn.is_none() && t.protocol == Protocol::H2)
+            {
+                return Err(format!(
+                    "{} negotiated ALPN {:?} instead of {}",
+                    t.addr,
+                    alpn.map(|a| String::from_utf8_lossy(&a).into_owned()),
+                    String::from_utf8_lossy(want)
+                ));
+            }
+            handshake(TokioIo::new(tls), t.protocol, connected_us, now_us).await
+        }
+        None => handshake(TokioIo::new(tcp), t.protocol, connected_us, now_us).await,
+    }
+}
+
+async fn handshake<I>(
+    io: I,
+    protocol: Protocol,
+    connected_us: u64,
+    now_us: impl Fn() -> u64,
+) -> Result<Opened, String>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    match protocol {
+        Protocol::H1 => {
+            let (send, conn) = http1::handshake(io)
+                .await
+                .map_err(|e| format!("HTTP/1.1 handshake: {e}"))?;
+            let driver = tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            Ok(Opened {
+                sender: Sender::H1(send),
+                driver,
+                connected_us,
+                ready_us: now_us(),
+            })
+        }
+        _ => {
+            let (send, conn) = http2::Builder::new(TokioExecutor::new())
+                .initial_stream_window_size(H2_STREAM_WINDOW)
+                .initial_connection_window_size(H2_CONN_WINDOW)
+                .handshake(io)
+                .await
+                .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
+            let driver = tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            Ok(Opened {
+                sender: Sender::H2(send),
+                driver,
+                connected_us,
+                ready_us: now_us(),
+            })
+        }
+    }
+}
+
+async fn open_h3(t: Target<'_>, now_us: impl Fn() -> u64) -> Result<Opened, String> {
+    let ep = t.quic.ok_or("HTTP/3 without a QUIC endpoint")?;
+    let connecting = ep
+        .connect(t.addr, t.host)
+        .map_err(|e| format!("QUIC connect {} ({}): {e}", t.host, t.addr))?;
+    let conn = connecting
+        .await
+        .map_err(|e| format!("QUIC handshake with {} ({}): {e}", t.host, t.addr))?;
+    let connected_us = now_us();
+    let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn))
+        .await
+        .map_err(|e| format!("HTTP/3 setup with {}: {e}", t.addr))?;
+    let driver = tokio::spawn(async move {
+        let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+    });
+    Ok(Opened {
+        sender: Sender::H3(send),
+        driver,
+        connected_us,
+        ready_us: now_us(),
+    })
+}

@@ -1,0 +1,357 @@
+//! The built-in browser stand-in: loads one corpus page the way a browser
+//! does and records every object and connection ([`crate::record`]).
+//!
+//! Discovery follows the browser's order:
+//! - the root document first;
+//! - when an HTML document or a CSS file has arrived completely, the objects
+//!   its markup or rules reference (`discovery: html` / `css`) are requested
+//!   at once, in page order;
+//! - when a script has arrived, it runs on the page's single main thread for
+//!   its `compute_ms` (scripts queue behind each other, as on a browser's
+//!   main thread), and only then are the objects it fetches
+//!   (`discovery: script`) requested.
+//!
+//! A browser's preload scanner finds references while the HTML still
+//! streams in; the loader waits for the whole document. The difference is at
+//! most the HTML's own transfer time and is the same for every variant a
+//! experiment compares.
+//!
+//! Connections:
+//! - **HTTP/1.1**: one request at a time per connection, up to
+//!   [`LoadOptions::connections`] (default 6, Chrome's limit) per host; a
+//!   request waits for a free connection when all are busy.
+//! - **HTTP/2 and HTTP/3**: [`LoadOptions::connections`] multiplexed
+//!   connections per origin group (1 = a browser's behaviour); an [`Assign`]
+//!   policy decides which connection carries each object. With
+//!   [`LoadOptions::coalesce`], hosts that resolve to the same address share
+//!   the group, as Chrome coalesces HTTP/2 connections when the certificate
+//!   covers every name.
+
+mod conn;
+mod pool;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use mewa_corpus::{Discovery, Kind, Object, Page};
+use tokio::task::JoinSet;
+
+use crate::record::{LoadRecord, ObjectTiming, Protocol};
+
+pub use conn::ConnectError;
+
+/// Which of a group's connections carries an object (HTTP/2 and HTTP/3 with
+/// more than one connection). Seed 000's client balances by size; a plain
+/// browser has one connection and never asks.
+pub trait Assign: Send + Sync + std::fmt::Debug {
+    /// Index in `0..outstanding.len()` of the connection for `object`;
+    /// `outstanding[i]` is the number of body bytes (the corpus sizes)
+    /// requested on connection `i` and not yet received. An index out of
+    /// range is taken modulo the number of connections.
+    fn pick(&self, object: &Object, outstanding: &[u64]) -> usize;
+}
+
+/// Objects go to the connections in turn.
+#[derive(Debug, Default)]
+pub struct RoundRobin(AtomicUsize);
+
+impl Assign for RoundRobin {
+    fn pick(&self, _object: &Object, outstanding: &[u64]) -> usize {
+        self.0.fetch_add(1, Ordering::Relaxed) % outstanding.len().max(1)
+    }
+}
+
+/// Each object goes to the connection with the fewest outstanding bytes
+/// (ties to the lowest index): greedy balancing by size as objects are
+/// discovered.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LeastOutstanding;
+
+impl Assign for LeastOutstanding {
+    fn pick(&self, _object: &Object, outstanding: &[u64]) -> usize {
+        outstanding
+            .iter()
+            .enumerate()
+            .min_by_key(|&(i, &b)| (b, i))
+            .map_or(0, |(i, _)| i)
+    }
+}
+
+/// A precomputed object → connection map (e.g. seed 000's size-balanced
+/// assignment from a hint), keyed by URL; objects it does not name go to
+/// the least-loaded connection.
+#[derive(Debug, Default, Clone)]
+pub struct Fixed {
+    /// `scheme-less URL` (`host` + `path`) → connection index.
+    pub map: HashMap<String, usize>,
+}
+
+impl Fixed {
+    /// The key [`Fixed::map`] uses for an object.
+    pub fn key(object: &Object) -> String {
+        format!("{}{}", object.host, object.path)
+    }
+}
+
+impl Assign for Fixed {
+    fn pick(&self, object: &Object, outstanding: &[u64]) -> usize {
+        match self.map.get(&Fixed::key(object)) {
+            Some(&i) => i,
+            None => LeastOutstanding.pick(object, outstanding),
+        }
+    }
+}
+
+/// Host name → address, like Chromium's `--host-resolver-rules`.
+#[derive(Debug, Clone, Default)]
+pub struct Resolver {
+    /// Exact host names.
+    pub hosts: HashMap<String, IpAddr>,
+    /// Address for every other name; `None` makes them fail.
+    pub default: Option<IpAddr>,
+}
+
+impl Resolver {
+    /// Every name resolves to `addr`.
+    pub fn all_to(addr: IpAddr) -> Resolver {
+        Resolver {
+            hosts: HashMap::new(),
+            default: Some(addr),
+        }
+    }
+
+    /// The address of `host`, if known.
+    pub fn resolve(&self, host: &str) -> Option<IpAddr> {
+        self.hosts.get(host).copied().or(self.default)
+    }
+}
+
+/// How to load a page.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// HTTP version.
+    pub protocol: Protocol,
+    /// TLS for HTTP/1.1 and HTTP/2 (h2 by ALPN; without it h2c by prior
+    /// knowledge). HTTP/3 always uses TLS.
+    pub tls: bool,
+    /// HTTP/1.1: the most connections per host (browsers: 6). HTTP/2 and
+    /// HTTP/3: connections per origin group (browsers: 1; seed 000: n).
+    pub connections: usize,
+    /// Open all of the root group's connections when the load starts
+    /// (seed 000's client knows n from the hint before the first request)
+    /// instead of when an object first needs each.
+    pub preconnect: bool,
+    /// HTTP/2 and HTTP/3: hosts that resolve to the same address share
+    /// connections (Chrome's coalescing).
+    pub coalesce: bool,
+    /// Which connection of a group carries each object.
+    pub assign: Arc<dyn Assign>,
+    /// Names to addresses.
+    pub resolver: Resolver,
+    /// Port for cleartext HTTP (HTTP/1.1, h2c).
+    pub port_plain: u16,
+    /// Port for TLS over TCP.
+    pub port_tls: u16,
+    /// UDP port for HTTP/3.
+    pub port_h3: u16,
+    /// PEM file of the CA that signed the origin's certificate (the local
+    /// test CA); required for TLS and HTTP/3.
+    pub ca_cert: Option<PathBuf>,
+    /// Give up on the load after this long.
+    pub timeout: Duration,
+}
+
+impl Default for LoadOptions {
+    fn default() -> LoadOptions {
+        LoadOptions {
+            protocol: Protocol::H2,
+            tls: false,
+            connections: 1,
+            preconnect: false,
+            coalesce: true,
+            assign: Arc::new(LeastOutstanding),
+            resolver: Resolver::default(),
+            port_plain: 80,
+            port_tls: 443,
+            port_h3: 443,
+            ca_cert: None,
+            timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+impl LoadOptions {
+    /// The browser default for a protocol: 6 connections per host for
+    /// HTTP/1.1, 1 coalesced connection for HTTP/2 and HTTP/3.
+    pub fn browser(protocol: Protocol, tls: bool) -> LoadOptions {
+        LoadOptions {
+            protocol,
+            tls: tls || protocol == Protocol::H3,
+            connections: if protocol == Protocol::H1 { 6 } else { 1 },
+            ..LoadOptions::default()
+        }
+    }
+
+    fn uses_tls(&self) -> bool {
+        self.tls || self.protocol == Protocol::H3
+    }
+}
+
+/// Why a load could not start at all (problems during the load are kept in
+/// the record instead).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The page has no root document; validate the corpus first.
+    #[error("page `{0}` has no root document")]
+    NoRoot(String),
+    /// TLS or HTTP/3 was asked for without the CA certificate.
+    #[error("TLS and HTTP/3 need the CA certificate of the origin (the test CA's ca.pem)")]
+    NoCa,
+    /// The TLS client or QUIC endpoint could not be set up.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    /// Zero connections were asked for.
+    #[error("connections must be at least 1")]
+    NoConnections,
+}
+
+/// What the driver waits for.
+enum Step {
+    /// An object finished (successfully or not).
+    Fetched(Box<ObjectTiming>),
+    /// A script's computation ended; its script-discovered children may go.
+    Ran(u32),
+}
+
+/// Loads `page` and records it. Runs on the current tokio runtime; the
+/// sockets it opens belong to the calling thread's network namespace (the
+/// lab runs it on a thread inside the client's namespace).
+pub async fn load(page: &Page, opts: &LoadOptions) -> Result<LoadRecord, LoadError> {
+    let root = page
+        .root()
+        .ok_or_else(|| LoadError::NoRoot(page.name.clone()))?
+        .clone();
+    if opts.connections == 0 {
+        return Err(LoadError::NoConnections);
+    }
+    if opts.uses_tls() && opts.ca_cert.is_none() {
+        return Err(LoadError::NoCa);
+    }
+    let scheme = if opts.uses_tls() { "https" } else { "http" };
+    let started_unix_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let shared = Arc::new(pool::Shared::new(opts.clone(), scheme)?);
+
+    let mut record = LoadRecord {
+        page: page.name.clone(),
+        url: root.url(scheme),
+        protocol: opts.protocol,
+        tls: opts.uses_tls(),
+        started_unix_ms,
+        done_us: None,
+        objects: Vec::new(),
+        connections: Vec::new(),
+        errors: Vec::new(),
+    };
+
+    if opts.preconnect {
+        shared.preconnect(&root).await;
+    }
+
+    let mut tasks: JoinSet<Step> = JoinSet::new();
+    // Objects requested and not yet finished, for the timeout report.
+    let mut pending: HashMap<u32, (Object, u64)> = HashMap::new();
+    let mut main_free_us = 0u64;
+    let deadline = tokio::time::Instant::now() + opts.timeout;
+
+    let spawn_fetch =
+        |tasks: &mut JoinSet<Step>, pending: &mut HashMap<u32, (Object, u64)>, object: Object| {
+            let discovered = shared.now_us();
+            pending.insert(object.id, (object.clone(), discovered));
+            let s = Arc::clone(&shared);
+            tasks.spawn(async move { Step::Fetched(Box::new(s.fetch(object, discovered).await)) });
+        };
+    spawn_fetch(&mut tasks, &mut pending, root);
+
+    loop {
+        let next = tokio::time::timeout_at(deadline, tasks.join_next()).await;
+        let step = match next {
+            Err(_) => {
+                record.errors.push(format!(
+                    "timed out after {:.1} s with {} objects unfinished",
+                    opts.timeout.as_secs_f64(),
+                    pending.len()
+                ));
+                tasks.abort_all();
+                break;
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                record.errors.push(format!("loader task failed: {e}"));
+                continue;
+            }
+            Ok(Some(Ok(step))) => step,
+        };
+        match step {
+            Step::Fetched(timing) => {
+                pending.remove(&timing.id);
+                let ok = timing.ok();
+                let id = timing.id;
+                record.objects.push(*timing);
+                if !ok {
+                    continue;
+                }
+                let Some(obj) = page.object(id) else { continue };
+                match obj.kind() {
+                    Kind::Html => {
+                        for child in page.children(id, Discovery::Html) {
+                            spawn_fetch(&mut tasks, &mut pending, child.clone());
+                        }
+                    }
+                    Kind::Css => {
+                        for child in page.children(id, Discovery::Css) {
+                            spawn_fetch(&mut tasks, &mut pending, child.clone());
+                        }
+                    }
+                    Kind::Script => {
+                        // The main thread runs one script at a time.
+                        let now = shared.now_us();
+                        let start = main_free_us.max(now);
+                        main_free_us = start + u64::from(obj.compute_ms) * 1000;
+                        let wait = Duration::from_micros(main_free_us - now);
+                        tasks.spawn(async move {
+                            tokio::time::sleep(wait).await;
+                            Step::Ran(id)
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            Step::Ran(id) => {
+                for child in page.children(id, Discovery::Script) {
+                    spawn_fetch(&mut tasks, &mut pending, child.clone());
+                }
+            }
+        }
+    }
+
+    let end = shared.now_us();
+    for (_, (object, discovered)) in pending {
+        let mut t = pool::unstarted(&object, scheme, discovered);
+        t.error = Some("unfinished when the load gave up".into());
+        record.objects.push(t);
+    }
+    if record.errors.is_empty() {
+        record.done_us = record.objects.iter().filter_map(|o| o.end_us).max();
+    }
+    record.connections = shared.close_all(end);
+    record
+        .objects
+        .sort_by_key(|o| (o.discovered_us, o.request_us, o.id));
+    Ok(record)
+}

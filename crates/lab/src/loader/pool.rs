@@ -1,0 +1,438 @@
+//! Connection groups and one object's fetch over them.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use bytes::{Buf, Bytes};
+use http::{HeaderMap, Request, Response};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
+use hyper::client::conn::http1;
+use mewa_corpus::Object;
+use tokio::sync::{OnceCell, Semaphore};
+use tokio::task::JoinHandle;
+
+use super::conn::{self, Sender, Target};
+use super::{LoadError, LoadOptions};
+use crate::record::{Chunk, ConnectionTiming, ObjectTiming, Protocol};
+
+/// A multiplexed connection's sender and its record id.
+type MuxSlot = Arc<OnceCell<Result<(Sender, u32), String>>>;
+
+/// The connections objects of one origin group share.
+enum Group {
+    /// HTTP/2 or HTTP/3: a fixed number of slots, each opened on first use.
+    Mux {
+        slots: Vec<MuxSlot>,
+        /// Bytes requested and not yet received, per slot (for [`super::Assign`]).
+        outstanding: Mutex<Vec<u64>>,
+    },
+    /// HTTP/1.1: at most `permits` connections, idle ones kept for reuse.
+    H1 {
+        permits: Arc<Semaphore>,
+        idle: Mutex<Vec<(http1::SendRequest<Empty<Bytes>>, u32)>>,
+    },
+}
+
+/// State one load's fetch tasks share.
+pub(crate) struct Shared {
+    start: Instant,
+    opts: LoadOptions,
+    scheme: &'static str,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    quic: Option<quinn::Endpoint>,
+    conns: Mutex<Vec<ConnectionTiming>>,
+    drivers: Mutex<Vec<JoinHandle<()>>>,
+    groups: Mutex<HashMap<String, Arc<Group>>>,
+}
+
+/// Locks, recovering the data if another task panicked while holding it
+/// (the record stays usable).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// An object's timing before anything happened to it.
+pub(crate) fn unstarted(object: &Object, scheme: &str, discovered_us: u64) -> ObjectTiming {
+    ObjectTiming {
+        id: object.id,
+        url: object.url(scheme),
+        host: object.host.clone(),
+        content_type: object.content_type.clone(),
+        connection: None,
+        discovered_us,
+        request_us: discovered_us,
+        first_byte_us: None,
+        end_us: None,
+        status: 0,
+        body_bytes: 0,
+        header_bytes: 0,
+        chunks: Vec::new(),
+        error: None,
+    }
+}
+
+/// Size of a response head as HTTP/1.1 would write it: status line, each
+/// field as `name: value\r\n`, blank line. HTTP/2 and HTTP/3 send it
+/// compressed, so for them this is an upper estimate.
+fn head_size(headers: &HeaderMap) -> u64 {
+    let fields: usize = headers
+        .iter()
+        .map(|(k, v)| k.as_str().len() + 2 + v.len() + 2)
+        .sum();
+    ("HTTP/1.1 200 OK\r\n".len() + fields + 2) as u64
+}
+
+impl Shared {
+    pub(crate) fn new(opts: LoadOptions, scheme: &'static str) -> Result<Shared, LoadError> {
+        let ca = opts.ca_cert.as_deref();
+        let tls = match (opts.protocol, opts.tls, ca) {
+            (Protocol::H1, true, Some(ca)) => Some(Arc::new(conn::tls_config(ca, &[b"http/1.1"])?)),
+            (Protocol::H2, true, Some(ca)) => Some(Arc::new(conn::tls_config(ca, &[b"h2"])?)),
+            (Protocol::H3, _, None) | (_, true, None) => return Err(LoadError::NoCa),
+            _ => None,
+        };
+        let quic = match (opts.protocol, ca) {
+            (Protocol::H3, Some(ca)) => Some(conn::quic_endpoint(ca)?),
+            _ => None,
+        };
+        Ok(Shared {
+            start: Instant::now(),
+            opts,
+            scheme,
+            tls,
+            quic,
+            conns: Mutex::new(Vec::new()),
+            drivers: Mutex::new(Vec::new()),
+            groups: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// µs since the load started.
+    pub(crate) fn now_us(&self) -> u64 {
+        self.start.elapsed().as_micros() as u64
+    }
+
+    fn port(&self) -> u16 {
+        match (self.opts.protocol, self.opts.tls) {
+            (Protocol::H3, _) => self.opts.port_h3,
+            (_, true) => self.opts.port_tls,
+            (_, false) => self.opts.port_plain,
+        }
+    }
+
+    fn addr_of(&self, host: &str) -> Option<SocketAddr> {
+        self.opts
+            .resolver
+            .resolve(host)
+            .map(|ip| SocketAddr::new(ip, self.port()))
+    }
+
+    fn group(&self, host: &str, addr: SocketAddr) -> Arc<Group> {
+        let mux = self.opts.protocol != Protocol::H1;
+        let key = if mux && self.opts.coalesce {
+            addr.to_string()
+        } else {
+            format!("{host} {addr}")
+        };
+        let n = self.opts.connections.max(1);
+        let mut groups = lock(&self.groups);
+        Arc::clone(groups.entry(key).or_insert_with(|| {
+            Arc::new(if mux {
+                Group::Mux {
+                    slots: (0..n).map(|_| Arc::new(OnceCell::new())).collect(),
+                    outstanding: Mutex::new(vec![0; n]),
+                }
+            } else {
+                Group::H1 {
+                    permits: Arc::new(Semaphore::new(n)),
+                    idle: Mutex::new(Vec::new()),
+                }
+            })
+        }))
+    }
+
+    /// Opens one connection and records it; returns its sender and id.
+    async fn open(&self, host: &str, addr: SocketAddr) -> Result<(Sender, u32), String> {
+        let id = {
+            let mut conns = lock(&self.conns);
+            let id = conns.len() as u32;
+            conns.push(ConnectionTiming {
+                id,
+                host: host.to_string(),
+                addr: addr.to_string(),
+                protocol: self.opts.protocol,
+                tls: self.tls.is_some() || self.quic.is_some(),
+                open_us: self.now_us(),
+                connected_us: None,
+                ready_us: None,
+                close_us: None,
+                error: None,
+            });
+            id
+        };
+        let target = Target {
+            addr,
+            host,
+            protocol: self.opts.protocol,
+            tls: self.tls.as_ref(),
+            quic: self.quic.as_ref(),
+        };
+        let opened = conn::open(target, || self.now_us()).await;
+        let mut conns = lock(&self.conns);
+        let rec = &mut conns[id as usize];
+        match opened {
+            Ok(o) => {
+                rec.connected_us = Some(o.connected_us);
+                rec.ready_us = Some(o.ready_us);
+                lock(&self.drivers).push(o.driver);
+                Ok((o.sender, id))
+            }
+            Err(e) => {
+                rec.error = Some(e.clone());
+                rec.close_us = Some(self.now_us());
+                Err(e)
+            }
+        }
+    }
+
+    /// Opens every connection of the root's group now (HTTP/2, HTTP/3).
+    pub(crate) async fn preconnect(self: &Arc<Self>, root: &Object) {
+        let Some(addr) = self.addr_of(&root.host) else {
+            return;
+        };
+        let group = self.group(&root.host, addr);
+        let Group::Mux { slots, .. } = &*group else {
+            return;
+        };
+        let mut set = tokio::task::JoinSet::new();
+        for slot in slots {
+            let slot = Arc::clone(slot);
+            let me = Arc::clone(self);
+            let host = root.host.clone();
+            set.spawn(async move {
+                let _ = slot.get_or_init(|| me.open(&host, addr)).await;
+            });
+        }
+        while set.join_next().await.is_some() {}
+    }
+
+    /// Fetches one object and returns what happened.
+    pub(crate) async fn fetch(self: Arc<Self>, object: Object, discovered_us: u64) -> ObjectTiming {
+        let mut t = unstarted(&object, self.scheme, discovered_us);
+        let Some(addr) = self.addr_of(&object.host) else {
+            t.error = Some(format!("no address for host `{}`", object.host));
+            return t;
+        };
+        let group = self.group(&object.host, addr);
+        match &*group {
+            Group::Mux { slots, outstanding } => {
+                let i = {
+                    let mut out = lock(outstanding);
+                    let i = self.opts.assign.pick(&object, &out) % out.len();
+                    out[i] += object.size;
+                    i
+                };
+                let slot = &slots[i];
+                match slot.get_or_init(|| self.open(&object.host, addr)).await {
+                    Err(e) => t.error = Some(e.clone()),
+                    Ok((sender, id)) => {
+                        t.connection = Some(*id);
+                        match sender {
+                            Sender::H2(s) => {
+                                let mut s = s.clone();
+                                if let Err(e) = s.ready().await {
+                                    t.error = Some(format!("HTTP/2 connection {id} closed: {e}"));
+                                } else {
+                                    t.request_us = self.now_us();
+                                    match s.send_request(self.request(&object, true)).await {
+                                        Ok(resp) => self.read_hyper(resp, &mut t).await,
+                                        Err(e) => t.error = Some(format!("HTTP/2 request: {e}")),
+                                    }
+                                }
+                            }
+                            Sender::H3(s) => self.fetch_h3(s.clone(), &object, &mut t).await,
+                            Sender::H1(_) => {
+                                t.error = Some("HTTP/1.1 in a multiplexed group".into())
+                            }
+                        }
+                    }
+                }
+                let mut out = lock(outstanding);
+                out[i] = out[i].saturating_sub(object.size);
+            }
+            Group::H1 { permits, idle } => {
+                let Ok(_permit) = Arc::clone(permits).acquire_owned().await else {
+                    t.error = Some("connection pool closed".into());
+                    return t;
+                };
+                let reuse = {
+                    let mut idle = lock(idle);
+                    idle.retain(|(s, _)| !s.is_closed());
+                    idle.pop()
+                };
+                let (mut send, id) = match reuse {
+                    Some(c) => c,
+                    None => match self.open(&object.host, addr).await {
+                        Ok((Sender::H1(s), id)) => (s, id),
+                        Ok(_) => {
+                            t.error = Some("expected an HTTP/1.1 connection".into());
+                            return t;
+                        }
+                        Err(e) => {
+                            t.error = Some(e);
+                            return t;
+                        }
+                    },
+                };
+                t.connection = Some(id);
+                if let Err(e) = send.ready().await {
+                    t.error = Some(format!("HTTP/1.1 connection {id} closed: {e}"));
+                    return t;
+                }
+                t.request_us = self.now_us();
+                match send.send_request(self.request(&object, false)).await {
+                    Ok(resp) => self.read_hyper(resp, &mut t).await,
+                    Err(e) => t.error = Some(format!("HTTP/1.1 request: {e}")),
+                }
+                if t.end_us.is_some() && !send.is_closed() {
+                    lock(idle).push((send, id));
+                }
+            }
+        }
+        if t.error.is_none() && t.end_us.is_some() && t.body_bytes != object.size {
+            t.error = Some(format!(
+                "body of {} bytes, the corpus says {}",
+                t.body_bytes, object.size
+            ));
+        }
+        t
+    }
+
+    fn request(&self, object: &Object, absolute: bool) -> Request<Empty<Bytes>> {
+        let uri = if absolute {
+            object.url(self.scheme)
+        } else {
+            object.path.clone()
+        };
+        let mut b = Request::get(uri).header("user-agent", "mewa-loader");
+        if !absolute {
+            b = b.header("host", object.host.as_str());
+        }
+        // The corpus checked host and path, so the request always builds;
+        // fall back to an empty request rather than panic.
+        b.body(Empty::new()).unwrap_or_default()
+    }
+
+    fn on_head(&self, status: http::StatusCode, headers: &HeaderMap, t: &mut ObjectTiming) {
+        t.first_byte_us = Some(self.now_us());
+        t.status = status.as_u16();
+        t.header_bytes = head_size(headers);
+    }
+
+    fn on_data(&self, bytes: usize, t: &mut ObjectTiming) {
+        if bytes > 0 {
+            t.body_bytes += bytes as u64;
+            t.chunks.push(Chunk {
+                t_us: self.now_us(),
+                bytes: bytes as u64,
+            });
+        }
+    }
+
+    fn on_end(&self, t: &mut ObjectTiming) {
+        t.end_us = Some(self.now_us());
+        if !(200..300).contains(&t.status) {
+            t.error = Some(format!("HTTP status {}", t.status));
+        }
+    }
+
+    async fn read_hyper(&self, resp: Response<Incoming>, t: &mut ObjectTiming) {
+        self.on_head(resp.status(), resp.headers(), t);
+        let mut body = resp.into_body();
+        while let Some(frame) = body.frame().await {
+            match frame {
+                Ok(f) => {
+                    if let Some(d) = f.data_ref() {
+                        self.on_data(d.len(), t);
+                    }
+                }
+                Err(e) => {
+                    t.error = Some(format!("body: {e}"));
+                    return;
+                }
+            }
+        }
+        self.on_end(t);
+    }
+
+    async fn fetch_h3(
+        &self,
+        mut send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+        object: &Object,
+        t: &mut ObjectTiming,
+    ) {
+        let req = match Request::get(object.url(self.scheme))
+            .header("user-agent", "mewa-loader")
+            .body(())
+        {
+            Ok(r) => r,
+            Err(e) => {
+                t.error = Some(format!("request: {e}"));
+                return;
+            }
+        };
+        t.request_us = self.now_us();
+        let mut stream = match send.send_request(req).await {
+            Ok(s) => s,
+            Err(e) => {
+                t.error = Some(format!("HTTP/3 request: {e}"));
+                return;
+            }
+        };
+        if let Err(e) = stream.finish().await {
+            t.error = Some(format!("HTTP/3 request end: {e}"));
+            return;
+        }
+        let resp = match stream.recv_response().await {
+            Ok(r) => r,
+            Err(e) => {
+                t.error = Some(format!("HTTP/3 response: {e}"));
+                return;
+            }
+        };
+        self.on_head(resp.status(), resp.headers(), t);
+        loop {
+            match stream.recv_data().await {
+                Ok(Some(chunk)) => self.on_data(chunk.remaining(), t),
+                Ok(None) => break,
+                Err(e) => {
+                    t.error = Some(format!("HTTP/3 body: {e}"));
+                    return;
+                }
+            }
+        }
+        self.on_end(t);
+    }
+
+    /// Closes every connection (stamping `close_us` on those still open)
+    /// and returns the connection records.
+    pub(crate) fn close_all(&self, end_us: u64) -> Vec<ConnectionTiming> {
+        lock(&self.groups).clear();
+        for d in lock(&self.drivers).drain(..) {
+            d.abort();
+        }
+        if let Some(ep) = &self.quic {
+            ep.close(0u32.into(), b"page loaded");
+        }
+        let mut conns = std::mem::take(&mut *lock(&self.conns));
+        for c in &mut conns {
+            if c.close_us.is_none() {
+                c.close_us = Some(end_us);
+            }
+        }
+        conns
+    }
+}

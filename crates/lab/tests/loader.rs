@@ -1,0 +1,300 @@
+//! The page loader against a real origin on loopback, over every protocol.
+#![allow(clippy::unwrap_used)]
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mewa_corpus::{generate, generate_with, Corpus, Discovery, Kind, Options, Page, Preset};
+use mewa_lab::loader::{load, Fixed, LoadOptions, Resolver, RoundRobin};
+use mewa_lab::record::{LoadRecord, Protocol};
+use mewa_origin::{HttpOptions, Origin, OriginConfig, TcpOptions};
+use tokio::sync::oneshot;
+
+struct Running {
+    plain: SocketAddr,
+    tls: SocketAddr,
+    h3: SocketAddr,
+    ca: PathBuf,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+async fn start(corpus: &Corpus, tag: &str) -> Running {
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let dir = std::env::temp_dir().join(format!("mewa-lab-test-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = OriginConfig {
+        plain: Some(any),
+        tls: Some(any),
+        h3: Some(any),
+        ca_dir: dir.clone(),
+        http: HttpOptions::default(),
+        tcp: TcpOptions::default(),
+        quic_congestion: None,
+    };
+    let origin = Origin::bind(corpus, cfg).unwrap();
+    let (stop, rx) = oneshot::channel::<()>();
+    let (plain, tls, h3) = (
+        origin.plain_addr().unwrap(),
+        origin.tls_addr().unwrap(),
+        origin.h3_addr().unwrap(),
+    );
+    let task = tokio::spawn(async move {
+        origin
+            .serve(async {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+    });
+    Running {
+        plain,
+        tls,
+        h3,
+        ca: dir.join(mewa_origin::tls::CA_CERT),
+        stop,
+        task,
+    }
+}
+
+impl Running {
+    fn opts(&self, protocol: Protocol, tls: bool) -> LoadOptions {
+        LoadOptions {
+            resolver: Resolver::all_to(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+            port_plain: self.plain.port(),
+            port_tls: self.tls.port(),
+            port_h3: self.h3.port(),
+            ca_cert: Some(self.ca.clone()),
+            timeout: Duration::from_secs(30),
+            ..LoadOptions::browser(protocol, tls)
+        }
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.unwrap();
+    }
+}
+
+/// Every object arrived once, complete, on a recorded connection, and no
+/// object was requested before its parent finished.
+fn check_complete(page: &Page, rec: &LoadRecord) {
+    assert!(
+        rec.ok(),
+        "load failed: {:?} {:?}",
+        rec.errors,
+        rec.objects.iter().filter(|o| !o.ok()).collect::<Vec<_>>()
+    );
+    assert_eq!(rec.objects.len(), page.objects.len());
+    assert_eq!(rec.body_bytes(), page.total_bytes());
+    assert_eq!(rec.objects[0].id, page.root().unwrap().id);
+    for t in &rec.objects {
+        let o = page.object(t.id).unwrap();
+        assert_eq!(t.body_bytes, o.size, "object {}", t.id);
+        assert_eq!(t.chunks.iter().map(|c| c.bytes).sum::<u64>(), o.size);
+        let c = t.connection.expect("connection recorded") as usize;
+        assert!(c < rec.connections.len());
+        assert!(t.request_us >= t.discovered_us);
+        assert!(t.first_byte_us.unwrap() >= t.request_us);
+        assert!(t.end_us.unwrap() >= t.first_byte_us.unwrap());
+        if let Some(p) = o.parent {
+            let parent = rec.objects.iter().find(|x| x.id == p).unwrap();
+            assert!(
+                t.discovered_us >= parent.end_us.unwrap(),
+                "object {} before its parent",
+                t.id
+            );
+            if o.discovery == Discovery::Script {
+                let compute = u64::from(page.object(p).unwrap().compute_ms) * 1000;
+                assert!(
+                    t.discovered_us >= parent.end_us.unwrap() + compute,
+                    "script child {} discovered before the script ran",
+                    t.id
+                );
+            }
+        }
+    }
+    assert_eq!(
+        rec.done_us,
+        rec.objects.iter().filter_map(|o| o.end_us).max()
+    );
+    for c in &rec.connections {
+        assert!(c.error.is_none(), "{c:?}");
+        assert!(c.connected_us.unwrap() >= c.open_us);
+        assert!(c.ready_us.unwrap() >= c.connected_us.unwrap());
+        assert!(c.close_us.unwrap() >= c.ready_us.unwrap());
+    }
+}
+
+/// A page with HTML, CSS and script discovery and a real computation gap.
+fn complat() -> Page {
+    let opts = Options {
+        share: Some(0.2),
+        ..Options::default()
+    };
+    let c = generate_with(Preset::Complat, 1, &opts).unwrap();
+    c.pages.into_iter().next().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_protocol_loads_every_object_in_browser_order() {
+    let page = complat();
+    assert!(page
+        .objects
+        .iter()
+        .any(|o| o.discovery == Discovery::Script));
+    assert!(page
+        .objects
+        .iter()
+        .any(|o| o.kind() == Kind::Script && o.compute_ms > 0));
+    let corpus = Corpus {
+        name: "t".into(),
+        provenance: generate(Preset::Accel7, 1).provenance,
+        pages: vec![page.clone()],
+    };
+    let r = start(&corpus, "protocols").await;
+    for (proto, tls) in [
+        (Protocol::H1, false),
+        (Protocol::H1, true),
+        (Protocol::H2, false),
+        (Protocol::H2, true),
+        (Protocol::H3, true),
+    ] {
+        let rec = load(&page, &r.opts(proto, tls)).await.unwrap();
+        check_complete(&page, &rec);
+        assert_eq!(rec.protocol, proto);
+        assert_eq!(rec.tls, tls);
+        assert!(rec
+            .url
+            .starts_with(if tls { "https://" } else { "http://" }));
+        if proto == Protocol::H1 {
+            assert!(rec.connections.len() <= 6 * page.hosts().len());
+        } else {
+            assert_eq!(
+                rec.connections.len(),
+                1,
+                "{proto} coalesces onto one connection"
+            );
+        }
+        // The record survives JSON.
+        assert_eq!(LoadRecord::from_json(&rec.to_json()).unwrap(), rec);
+    }
+    r.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h1_opens_parallel_connections_per_host_up_to_the_limit() {
+    let corpus = generate(Preset::Accel7, 1);
+    let page = corpus.pages[0].clone();
+    let r = start(&corpus, "h1").await;
+    let mut o = r.opts(Protocol::H1, false);
+    o.connections = 2;
+    let rec = load(&page, &o).await.unwrap();
+    check_complete(&page, &rec);
+    for host in page.hosts() {
+        let n = rec.connections.iter().filter(|c| c.host == host).count();
+        assert!((1..=2).contains(&n), "{host}: {n} connections");
+    }
+    // 6 images per image host: with 2 connections each host needs both.
+    assert!(
+        rec.connections
+            .iter()
+            .filter(|c| c.host.starts_with("img1."))
+            .count()
+            == 2
+    );
+    r.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2_spreads_objects_over_n_connections_by_the_given_policy() {
+    let corpus = generate(Preset::Accel7, 1);
+    let page = corpus.pages[0].clone();
+    let r = start(&corpus, "h2n").await;
+
+    let mut o = r.opts(Protocol::H2, false);
+    o.connections = 3;
+    o.preconnect = true;
+    o.assign = Arc::new(RoundRobin::default());
+    let rec = load(&page, &o).await.unwrap();
+    check_complete(&page, &rec);
+    assert_eq!(rec.connections.len(), 3);
+    for c in 0..3u32 {
+        let k = rec
+            .objects
+            .iter()
+            .filter(|t| t.connection == Some(c))
+            .count();
+        assert!(k >= 14, "round robin put {k} objects on connection {c}");
+    }
+    // Preconnect: all three were open before the root's request went out.
+    assert!(rec
+        .connections
+        .iter()
+        .all(|c| c.ready_us.unwrap() <= rec.objects[0].request_us));
+
+    // A fixed assignment is followed exactly.
+    let mut fixed = Fixed::default();
+    for ob in &page.objects {
+        let c = if ob.kind() == Kind::Image { 1 } else { 0 };
+        fixed.map.insert(Fixed::key(ob), c);
+    }
+    o.assign = Arc::new(fixed);
+    let rec = load(&page, &o).await.unwrap();
+    check_complete(&page, &rec);
+    // Connection ids count in opening order, which preconnect races; what
+    // must hold is the partition: images on one connection, the rest on
+    // another.
+    let conn_of = |img: bool| -> std::collections::BTreeSet<u32> {
+        rec.objects
+            .iter()
+            .filter(|t| t.content_type.starts_with("image/") == img)
+            .filter_map(|t| t.connection)
+            .collect()
+    };
+    let (imgs, rest) = (conn_of(true), conn_of(false));
+    assert_eq!(imgs.len(), 1, "{imgs:?}");
+    assert_eq!(rest.len(), 1, "{rest:?}");
+    assert_ne!(imgs, rest);
+    r.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_are_recorded_not_fatal() {
+    let corpus = generate(Preset::Accel7, 1);
+    let page = corpus.pages[0].clone();
+    let r = start(&corpus, "fail").await;
+
+    // A page the origin does not know: every object 404s or 421s; the root
+    // fails, so nothing else is requested.
+    let mut other = page.clone();
+    other.name = "other".into();
+    for ob in &mut other.objects {
+        ob.path = format!("/missing{}", ob.path);
+    }
+    other.main = other.root().unwrap().url("http");
+    let rec = load(&other, &r.opts(Protocol::H2, false)).await.unwrap();
+    assert!(!rec.ok());
+    assert_eq!(rec.objects.len(), 1);
+    assert_eq!(rec.objects[0].status, 404);
+    assert!(rec.objects[0].error.as_deref().unwrap().contains("404"));
+
+    // Nothing listens: a connection error, recorded.
+    let mut o = r.opts(Protocol::H2, false);
+    o.port_plain = 1;
+    let rec = load(&page, &o).await.unwrap();
+    assert!(!rec.ok());
+    assert!(rec.connections[0]
+        .error
+        .as_deref()
+        .unwrap()
+        .contains("connect"));
+
+    // TLS without the CA is refused up front.
+    let mut o = r.opts(Protocol::H2, true);
+    o.ca_cert = None;
+    assert!(load(&page, &o).await.is_err());
+    r.stop().await;
+}

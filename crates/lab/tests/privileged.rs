@@ -1,0 +1,122 @@
+//! The testbed and the baseline experiment over real namespaces, TUN links
+//! and kernel TCP. Needs root; skips with a message otherwise.
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use mewa_corpus::{generate, Corpus, Preset};
+use mewa_lab::baseline::{self, BaselineConfig};
+use mewa_lab::bed::{Bed, OriginSettings};
+use mewa_lab::loader::LoadOptions;
+use mewa_lab::metrics::PageMetrics;
+use mewa_lab::record::Protocol;
+use mewa_link::runtime::{self, LinkOptions};
+
+fn skip(test: &str) -> bool {
+    if let Err(e) = runtime::probe() {
+        eprintln!("skipping: {test} needs root (network namespaces, TUN): {e}");
+        return true;
+    }
+    false
+}
+
+fn ca_dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("mewa-lab-priv-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// The smallest meh15 page, alone in a corpus.
+fn small_corpus() -> Corpus {
+    let mut c = generate(Preset::Meh15, 1);
+    c.pages.sort_by_key(|p| p.total_bytes());
+    c.pages.truncate(1);
+    c
+}
+
+#[test]
+fn loads_cross_the_emulated_link_with_its_delay_and_rate() {
+    if skip("loads_cross_the_emulated_link_with_its_delay_and_rate") {
+        return;
+    }
+    let corpus = small_corpus();
+    let page = &corpus.pages[0];
+    let rtt = 0.1;
+    let bed = Bed::start(
+        &corpus,
+        baseline::link(20_000_000, 100),
+        LinkOptions::default(),
+        &OriginSettings {
+            congestion: "cubic".into(),
+            ca_dir: ca_dir("bed"),
+        },
+    )
+    .unwrap();
+    for (proto, tls) in [
+        (Protocol::H2, false),
+        (Protocol::H2, true),
+        (Protocol::H1, false),
+        (Protocol::H3, true),
+    ] {
+        let opts = bed.options(LoadOptions {
+            timeout: Duration::from_secs(30),
+            ..LoadOptions::browser(proto, tls)
+        });
+        let rec = bed.load(page, &opts).unwrap();
+        assert!(rec.ok(), "{proto} tls={tls}: {:?}", rec.errors);
+        let m = PageMetrics::from_record(&rec);
+        let plt = m.plt_wire_s.unwrap();
+        // At least: connection handshake + request + the HTML, then its
+        // children: two more round trips, and every byte through 20 Mbit/s.
+        let floor = 2.0 * rtt + page.total_bytes() as f64 * 8.0 / 20e6;
+        assert!(
+            plt > floor,
+            "{proto}: {plt} s under the physical floor {floor} s"
+        );
+        assert!(plt < 10.0, "{proto}: {plt} s");
+        // TCP's handshake took one RTT across the link.
+        let c = &rec.connections[0];
+        let hs = (c.connected_us.unwrap() - c.open_us) as f64 / 1e6;
+        assert!(
+            (rtt * 0.95..rtt * 1.5).contains(&hs),
+            "{proto}: handshake {hs} s"
+        );
+    }
+    let stats = bed
+        .topology()
+        .unwrap()
+        .link_stats("client", "origin")
+        .unwrap();
+    assert!(stats.down.delivered_bytes >= 4 * page.total_bytes());
+    bed.shutdown().unwrap();
+}
+
+#[test]
+fn baseline_runs_a_small_grid_and_compares_with_the_model() {
+    if skip("baseline_runs_a_small_grid_and_compares_with_the_model") {
+        return;
+    }
+    let corpus = small_corpus();
+    let cfg = BaselineConfig {
+        rtts_ms: vec![50, 150],
+        runs: 2,
+        ..BaselineConfig::seed000(ca_dir("baseline"))
+    };
+    let mut seen = 0;
+    let res = baseline::run(&corpus, &cfg, &mut |p| {
+        assert!(p.done <= p.total);
+        seen += 1;
+    })
+    .unwrap();
+    assert_eq!(seen, 5);
+    assert_eq!(res.runs.len(), 4);
+    assert!(res.runs.iter().all(|r| r.ok), "{:?}", res.runs);
+    assert_eq!(res.cells.len(), 2);
+    let (a, b) = (&res.cells[0], &res.cells[1]);
+    // Three times the RTT costs more time, in the measurement and the model.
+    assert!(b.measured_s.unwrap() > a.measured_s.unwrap() + 0.2);
+    assert!(b.model_printed_s > a.model_printed_s);
+    assert_eq!(res.per_rtt.len(), 2);
+    assert_eq!(res.samples.len(), 2);
+}
