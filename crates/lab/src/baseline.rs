@@ -245,14 +245,7 @@ pub fn run(
 fn one_run(page: &Page, rtt_ms: u64, run: usize, rec: &LoadRecord) -> Run {
     let m = PageMetrics::from_record(rec);
     let ok = rec.ok();
-    let error = (!ok).then(|| {
-        rec.errors
-            .iter()
-            .cloned()
-            .chain(rec.objects.iter().filter_map(|o| o.error.clone()))
-            .next()
-            .unwrap_or_else(|| "incomplete".into())
-    });
+    let error = (!ok).then(|| rec.first_error().unwrap_or_else(|| "incomplete".into()));
     Run {
         page: page.name.clone(),
         page_bytes: page.total_bytes(),

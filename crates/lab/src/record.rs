@@ -178,6 +178,17 @@ impl LoadRecord {
         self.errors.is_empty() && self.done_us.is_some() && self.objects.iter().all(|o| o.ok())
     }
 
+    /// The first thing that went wrong: a load-level error, else the first
+    /// failed object's or connection's error.
+    pub fn first_error(&self) -> Option<String> {
+        self.errors
+            .iter()
+            .chain(self.objects.iter().filter_map(|o| o.error.as_ref()))
+            .chain(self.connections.iter().filter_map(|c| c.error.as_ref()))
+            .next()
+            .cloned()
+    }
+
     /// Sum of the body bytes received.
     pub fn body_bytes(&self) -> u64 {
         self.objects.iter().map(|o| o.body_bytes).sum()

@@ -525,12 +525,7 @@ fn run_load(a: LoadArgs) -> anyhow::Result<()> {
             eprintln!(
                 "warning: {} did not load completely: {}",
                 page.name,
-                rec.errors
-                    .iter()
-                    .cloned()
-                    .chain(rec.objects.iter().filter_map(|o| o.error.clone()))
-                    .next()
-                    .unwrap_or_default()
+                rec.first_error().unwrap_or_default()
             );
         }
         t.push(vec![
