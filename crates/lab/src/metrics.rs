@@ -408,6 +408,16 @@ pub fn page_metrics(record: &LoadRecord) -> PageMetrics {
 
 #[cfg(test)]
 pub(crate) mod tests {
+
+    #[test]
+    fn median_and_mean_of_small_sets() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+        assert_eq!(mean(&[1.0, 2.0]), Some(1.5));
+        assert_eq!(mean(&[]), None);
+    }
+
     use super::*;
     use crate::record::Chunk;
     use proptest::prelude::*;

@@ -45,6 +45,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::Args;
 use mewa_corpus::{Corpus, Discovery, Object, Page, Provenance, Scheme};
+use mewa_lab::metrics::median;
 use mewa_link::core::parse_duration;
 use serde::Serialize;
 
@@ -259,14 +260,14 @@ pub fn run(mut b: OriginBench) -> anyhow::Result<()> {
         for (s, rs) in servers.iter().zip(runs) {
             let rps: Vec<f64> = rs.iter().map(|m| m.req_per_s).collect();
             let cpu: Option<Vec<f64>> = rs.iter().map(|m| m.cpu_us_per_req).collect();
-            let med = median(&rps);
+            let med = median(&rps).unwrap_or(0.0);
             cells.push(Cell {
                 server: s.kind.name(),
                 size: size.label,
                 object_bytes: size.bytes,
                 req_per_s: med,
                 mb_per_s: med * size.bytes as f64 / 1e6,
-                cpu_us_per_req: cpu.map(|c| median(&c)),
+                cpu_us_per_req: cpu.map(|c| median(&c).unwrap_or(0.0)),
                 runs_req_per_s: rps,
             });
         }
@@ -935,16 +936,6 @@ fn counts(s: &str) -> anyhow::Result<Vec<(u64, &str)>> {
         .collect()
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    match s.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => s[n / 2],
-        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -997,11 +988,5 @@ time for request:      112us      1.49ms       611us       261us    68.31%
     fn reads_own_cpu_time() {
         assert!(proc_ticks(std::process::id()).is_some());
         assert!(clk_tck() > 0.0);
-    }
-
-    #[test]
-    fn medians() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0]), 2.5);
     }
 }

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
@@ -16,7 +16,7 @@ use mewa_lab::har::{rfc3339_ms, to_har};
 use mewa_lab::loader::LoadOptions;
 use mewa_lab::metrics::{bytes_per_rtt_bin, max_bytes_per_bin, PageMetrics};
 use mewa_lab::record::Protocol;
-use mewa_link::core::{parse_duration, parse_rate};
+use mewa_link::core::parse_rate;
 use mewa_link::runtime::LinkOptions;
 
 use crate::output::Table;
@@ -146,10 +146,7 @@ fn ca_dir_of(a: &CorpusArgs) -> anyhow::Result<PathBuf> {
 }
 
 fn rtt_ms(s: &str) -> anyhow::Result<u64> {
-    let d = match s.trim().parse::<u64>() {
-        Ok(ms) => Duration::from_millis(ms),
-        Err(_) => parse_duration(s).map_err(|e| anyhow::anyhow!("--rtt: {e}"))?,
-    };
+    let d = crate::origin::parse_duration(s).map_err(|e| anyhow::anyhow!("--rtt: {e}"))?;
     let ms = d.as_millis() as u64;
     if ms == 0 || ms > 10_000 {
         bail!("--rtt {s}: give a round trip between 1 ms and 10 s");

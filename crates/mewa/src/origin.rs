@@ -148,7 +148,7 @@ pub(crate) fn default_ca_dir() -> anyhow::Result<PathBuf> {
 }
 
 /// `250ms`, `1.5s`, `2m` or a bare number of milliseconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let (num, unit) = match s.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
         Some(i) => s.split_at(i),
