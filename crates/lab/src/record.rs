@@ -96,9 +96,10 @@ pub struct ObjectTiming {
     pub status: u16,
     /// Body bytes received.
     pub body_bytes: u64,
-    /// Size of the response head as the server sent it, where the protocol
-    /// lets us know it (HTTP/1.1); an estimate from the header fields
-    /// otherwise (HTTP/2 and HTTP/3 compress heads).
+    /// Size of the response head as HTTP/1.1 writes it (status line and
+    /// fields), computed from the received fields for every protocol: exact
+    /// for HTTP/1.1 up to header spelling, an upper estimate for HTTP/2 and
+    /// HTTP/3, which compress heads.
     pub header_bytes: u64,
     /// Body arrivals in time order; the sum of `bytes` is `body_bytes`.
     pub chunks: Vec<Chunk>,

@@ -68,8 +68,7 @@ pub(crate) fn tls_config(ca: &Path, alpn: &[&[u8]]) -> Result<rustls::ClientConf
 
 /// A QUIC client endpoint on an ephemeral port, trusting only `ca`.
 pub(crate) fn quic_endpoint(ca: &Path) -> Result<quinn::Endpoint, ConnectError> {
-    let mut tls = tls_config(ca, &[b"h3"])?;
-    tls.alpn_protocols = vec![b"h3".to_vec()];
+    let tls = tls_config(ca, &[b"h3"])?;
     let qc = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
         .map_err(|e| ConnectError::Setup(e.to_string()))?;
     let bind: SocketAddr = SocketAddr::from(([0, 0, 0, 0], 0));

@@ -238,13 +238,11 @@ pub async fn load(page: &Page, opts: &LoadOptions) -> Result<LoadRecord, LoadErr
     if opts.connections == 0 {
         return Err(LoadError::NoConnections);
     }
-    if opts.uses_tls() && opts.ca_cert.is_none() {
-        return Err(LoadError::NoCa);
-    }
     let scheme = if opts.uses_tls() { "https" } else { "http" };
     let started_unix_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
+    // Refuses TLS and HTTP/3 without a CA before any I/O.
     let shared = Arc::new(pool::Shared::new(opts.clone(), scheme)?);
 
     let mut record = LoadRecord {
@@ -308,13 +306,13 @@ pub async fn load(page: &Page, opts: &LoadOptions) -> Result<LoadRecord, LoadErr
                 }
                 let Some(obj) = page.object(id) else { continue };
                 match obj.kind() {
-                    Kind::Html => {
-                        for child in page.children(id, Discovery::Html) {
-                            spawn_fetch(&mut tasks, &mut pending, child.clone());
-                        }
-                    }
-                    Kind::Css => {
-                        for child in page.children(id, Discovery::Css) {
+                    kind @ (Kind::Html | Kind::Css) => {
+                        let how = if kind == Kind::Html {
+                            Discovery::Html
+                        } else {
+                            Discovery::Css
+                        };
+                        for child in page.children(id, how) {
                             spawn_fetch(&mut tasks, &mut pending, child.clone());
                         }
                     }
