@@ -4,14 +4,15 @@
 //! hostnames (virtual hosts chosen by `Host` / `:authority`):
 //!
 //! - HTTP/1.1 and HTTP/2 over TLS, chosen by ALPN (`h2`, `http/1.1`);
-//! - cleartext HTTP/1.1 and h2c by prior knowledge on the same port (hyper
-//!   serves h2c by prior knowledge only, GUIDE §3);
+//! - cleartext HTTP/1.1 and h2c by prior knowledge on the same port, told
+//!   apart by the h2 preface;
 //! - HTTP/3 over QUIC (quinn + h3), with the congestion controller taken from
 //!   a [`quinn::congestion::ControllerFactory`] the caller passes in.
 //!
 //! Modules:
 //! - [`store`]: every body generated once at start, with its validators
 //!   (`ETag`, `Last-Modified`), looked up by host and path.
+//! - [`h2`]: our own HTTP/2 server (HTTP/1.1 is hyper's).
 //! - [`respond`]: the pure request → response function (virtual hosts,
 //!   methods, conditional requests, traversal checks), shared by all HTTP
 //!   versions.
@@ -24,6 +25,7 @@
 //!
 //! docs/ORIGIN.md describes what is served and how to trust the certificates.
 
+pub mod h2;
 pub mod respond;
 pub mod server;
 pub mod store;

@@ -11,9 +11,9 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Body;
 use hyper::body::Incoming;
+use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use mewa_corpus::{Corpus, Scheme};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
@@ -101,21 +101,10 @@ struct Ctx {
     store: Arc<Store>,
     http: HttpOptions,
     hook: Option<AcceptHook>,
-    /// Cleartext port: HTTP/1.1 or h2c, told apart by the h2 preface.
-    builder: auto::Builder<TokioExecutor>,
-    /// TLS with ALPN `h2`: an invalid preface closes the connection (h2spec
-    /// 3.5/2) instead of being read as HTTP/1.1.
-    h2_only: auto::Builder<TokioExecutor>,
-    /// TLS with ALPN `http/1.1` or none.
-    h1_only: auto::Builder<TokioExecutor>,
-}
-
-/// Which protocols a connection may speak.
-#[derive(Debug, Clone, Copy)]
-enum Proto {
-    Sniff,
-    H1,
-    H2,
+    /// HTTP/1.1 (hyper).
+    h1: http1::Builder,
+    /// HTTP/2 (ours, [`crate::h2`]).
+    h2: crate::h2::Config,
 }
 
 /// A bound origin; [`Origin::serve`] runs it.
@@ -184,25 +173,24 @@ impl Origin {
             }
             _ => None,
         };
-        let mut builder = auto::Builder::new(TokioExecutor::new());
-        builder
-            .http1()
-            .timer(TokioTimer::new())
+        let mut h1 = http1::Builder::new();
+        h1.timer(TokioTimer::new())
             .header_read_timeout(config.http.header_read_timeout)
             // hyper's floor is 8 KiB; a head above the limit gets 431.
             .max_buf_size(config.http.max_header_bytes.max(8192));
-        builder
-            .http2()
-            .timer(TokioTimer::new())
-            .max_header_list_size(u32::try_from(config.http.max_header_bytes).unwrap_or(u32::MAX));
+        let h2 = crate::h2::Config {
+            max_header_list_size: u32::try_from(config.http.max_header_bytes).unwrap_or(u32::MAX),
+            max_request_body: MAX_REQUEST_BODY as u64,
+            preface_timeout: config.http.header_read_timeout,
+            ..crate::h2::Config::default()
+        };
         Ok(Origin {
             ctx: Arc::new(Ctx {
                 store,
                 http: config.http,
                 hook: config.tcp.on_accept,
-                h2_only: builder.clone().http2_only(),
-                h1_only: builder.clone().http1_only(),
-                builder,
+                h1,
+                h2,
             }),
             plain,
             tls,
@@ -326,30 +314,59 @@ async fn accept_tcp(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Arc<Ct
 async fn serve_tcp(stream: TcpStream, tls: Option<TlsAcceptor>, ctx: Arc<Ctx>) {
     let limit = ctx.http.header_read_timeout;
     match tls {
-        None => {
-            // hyper-util's protocol sniffing waits for the first bytes with no
-            // time limit; an idle connection is closed here instead.
-            let mut first = [0u8; 1];
-            match tokio::time::timeout(limit, stream.peek(&mut first)).await {
-                Ok(Ok(n)) if n > 0 => {}
-                _ => return,
-            }
-            serve_http(TokioIo::new(stream), Scheme::Http, Proto::Sniff, ctx).await;
-        }
+        None => match tokio::time::timeout(limit, starts_with_h2_preface(&stream)).await {
+            Ok(Some(true)) => serve_h2(stream, Scheme::Http, &ctx).await,
+            Ok(Some(false)) => serve_h1(TokioIo::new(stream), Scheme::Http, ctx).await,
+            // Closed or silent: nothing to serve.
+            Ok(None) | Err(_) => {}
+        },
         Some(acc) => {
             let Ok(Ok(s)) = tokio::time::timeout(limit, acc.accept(stream)).await else {
                 return;
             };
-            let proto = match s.get_ref().1.alpn_protocol() {
-                Some(b"h2") => Proto::H2,
-                _ => Proto::H1,
-            };
-            serve_http(TokioIo::new(s), Scheme::Https, proto, ctx).await;
+            if s.get_ref().1.alpn_protocol() == Some(b"h2") {
+                serve_h2(s, Scheme::Https, &ctx).await;
+            } else {
+                serve_h1(TokioIo::new(s), Scheme::Https, ctx).await;
+            }
         }
     }
 }
 
-async fn serve_http<I>(io: I, scheme: Scheme, proto: Proto, ctx: Arc<Ctx>)
+/// Whether a cleartext connection speaks h2c by prior knowledge: its first
+/// bytes are the HTTP/2 preface (`PRI * HTTP/2.0`), which no HTTP/1.1
+/// request starts with. Waits (peeking) until the bytes decide; `None` if
+/// the peer closes first.
+async fn starts_with_h2_preface(stream: &TcpStream) -> Option<bool> {
+    let preface = crate::h2::frame::PREFACE;
+    let mut buf = [0u8; 4];
+    loop {
+        let n = stream.peek(&mut buf).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        if buf[..n] != preface[..n] {
+            return Some(false);
+        }
+        if n == buf.len() {
+            return Some(true);
+        }
+        // A prefix of "PRI " so far: wait for more.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn serve_h2<I>(io: I, scheme: Scheme, ctx: &Ctx)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    crate::h2::serve_connection(io, ctx.h2.clone(), ctx.http.think, |req| {
+        respond(&ctx.store, scheme, req, &ctx.http)
+    })
+    .await;
+}
+
+async fn serve_h1<I>(io: I, scheme: Scheme, ctx: Arc<Ctx>)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
@@ -358,9 +375,8 @@ where
         let c = c.clone();
         async move {
             // Requests with a body are read (up to a limit) before answering,
-            // so that framing errors in it, such as a `content-length` that
-            // the DATA frames do not add up to, reset the stream as RFC 9113
-            // §8.1.1 requires (h2spec 8.1.2.6/2) rather than being answered.
+            // so that a broken body ends the request instead of being
+            // answered.
             let (parts, body) = req.into_parts();
             if !body.is_end_stream() {
                 match Limited::new(body, MAX_REQUEST_BODY).collect().await {
@@ -381,12 +397,7 @@ where
             Ok::<_, Infallible>(respond(&c.store, scheme, &req, &c.http).map(Full::new))
         }
     });
-    // Protocol errors (malformed requests, resets) end just this connection;
-    // hyper has already answered 400/431 where HTTP/1.1 allows it.
-    let builder = match proto {
-        Proto::Sniff => &ctx.builder,
-        Proto::H1 => &ctx.h1_only,
-        Proto::H2 => &ctx.h2_only,
-    };
-    let _ = builder.serve_connection(io, svc).await;
+    // Malformed requests end just this connection; hyper has already
+    // answered 400/431 where HTTP/1.1 allows it.
+    let _ = ctx.h1.serve_connection(io, svc).await;
 }

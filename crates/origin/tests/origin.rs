@@ -175,6 +175,14 @@ async fn raw(addr: SocketAddr, bytes: &[u8]) -> String {
 }
 
 /// The server still answers a plain GET for the page's root.
+/// Whether the server closes `s` within 5 s (reading whatever it sends).
+async fn closed_within_5s<S: tokio::io::AsyncRead + Unpin>(mut s: S) -> bool {
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf))
+        .await
+        .is_ok()
+}
+
 async fn still_serves(addr: SocketAddr, c: &Corpus) {
     let o = &c.pages[0].objects[0];
     let mut s = h1(TcpStream::connect(addr).await.unwrap()).await;
@@ -407,13 +415,22 @@ async fn hostile_input_gets_4xx_or_close_and_server_keeps_serving() {
             "closed too early"
         );
     }
-    // A TLS client that never says hello is cut off too.
-    let mut s = TcpStream::connect(r.tls).await.unwrap();
-    let mut buf = Vec::new();
+    // A TLS client that never says hello is cut off too, and so are HTTP/2
+    // clients that stop inside the preface: on the plain port and after a
+    // TLS handshake with ALPN h2.
     assert!(
-        tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf))
-            .await
-            .is_ok()
+        closed_within_5s(TcpStream::connect(r.tls).await.unwrap()).await,
+        "silent TLS connection not closed"
+    );
+    let mut s = TcpStream::connect(r.plain).await.unwrap();
+    s.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+    assert!(
+        closed_within_5s(s).await,
+        "h2c connection without a full preface not closed"
+    );
+    assert!(
+        closed_within_5s(tls(&r, b"h2").await).await,
+        "TLS h2 connection without a preface not closed"
     );
     still_serves(r.plain, &c).await;
     r.stop().await;
