@@ -329,6 +329,11 @@ impl Reader<'_> {
         let mut shift = 0;
         loop {
             let b = self.byte()?;
+            // Zero-valued continuation bytes do not grow `v`, so the shift
+            // itself must be bounded (found by the fuzzer).
+            if shift > 28 {
+                return Err(DecodeError::Overflow);
+            }
             v += usize::from(b & 0x7f) << shift;
             if v > 1 << 28 {
                 return Err(DecodeError::Overflow);
@@ -562,6 +567,14 @@ mod tests {
         assert_eq!(
             d.decode(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x7f], 1 << 14)
                 .unwrap_err(),
+            DecodeError::Overflow
+        );
+        // Endless zero continuation bytes.
+        let mut zeros = vec![0xff];
+        zeros.extend([0x80; 20]);
+        zeros.push(0);
+        assert_eq!(
+            d.decode(&zeros, 1 << 14).unwrap_err(),
             DecodeError::Overflow
         );
     }
