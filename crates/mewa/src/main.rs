@@ -4,6 +4,7 @@
 mod bench;
 mod bench_origin;
 mod corpus;
+mod edge;
 mod hint;
 mod lab;
 mod link;
@@ -39,6 +40,9 @@ enum Cmd {
     /// Serve a page corpus over HTTP/1.1, HTTP/2 and HTTP/3 for all its
     /// hostnames (docs/ORIGIN.md).
     Origin(origin::OriginCmd),
+    /// The Mobile Edge Hint server: DNS with page hints, page-metadata
+    /// store, latency monitor, admin API (docs/EDGE.md).
+    Edge(edge::EdgeCmd),
     /// Experiments over emulated links with real kernel TCP and the
     /// built-in page loader (needs root).
     Lab(lab::LabCmd),
@@ -56,6 +60,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Link(l) => link::run(*l),
         Cmd::Corpus(c) => corpus::run(c).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Origin(o) => origin::run(o).map(|()| std::process::ExitCode::SUCCESS),
+        Cmd::Edge(e) => edge::run(e).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Lab(l) => lab::run(l).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Bench(b) => bench::run(b).map(|()| std::process::ExitCode::SUCCESS),
     };

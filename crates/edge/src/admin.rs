@@ -1,0 +1,368 @@
+//! The admin API, status page and Prometheus metrics, over HTTP/1.1.
+//!
+//! Read-only (GET and HEAD): the edge is configured by its file and fed by
+//! `mewa edge import`, so nothing here changes state; it should still listen
+//! on a private address (default 127.0.0.1:8053).
+//!
+//! | path | what |
+//! |---|---|
+//! | `/` | status page (HTML) |
+//! | `/api/pages` | every page: objects, bytes, source, age, queries |
+//! | `/api/hint?url=U` | the hint the edge would send for page U, decoded, with its size |
+//! | `/api/latency` | smoothed RTT per origin, with the age of its newest sample |
+//! | `/api/queries?window_s=3600&k=20` | most queried pages in the window |
+//! | `/api/stats` | store and hint-book figures |
+//! | `/metrics` | Prometheus text format |
+
+use std::convert::Infallible;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use http::{header, Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use mewa_hint::wire::Hint;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+use crate::app::{now_unix_s, with_store, Edge};
+use crate::server::HINT_BUCKETS;
+
+/// Serves the admin API until dropped.
+pub async fn serve(edge: Edge, listener: TcpListener) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, _)) => {
+                    let edge = edge.clone();
+                    conns.spawn(async move {
+                        let svc = service_fn(move |req| {
+                            let edge = edge.clone();
+                            async move { Ok::<_, Infallible>(handle(&edge, req).await) }
+                        });
+                        let _ = http1::Builder::new()
+                            .timer(TokioTimer::new())
+                            .header_read_timeout(std::time::Duration::from_secs(10))
+                            .serve_connection(TokioIo::new(s), svc)
+                            .await;
+                    });
+                }
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+}
+
+fn respond(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(content_type),
+    );
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    r
+}
+
+fn json(status: StatusCode, v: &serde_json::Value) -> Response<Full<Bytes>> {
+    respond(
+        status,
+        "application/json",
+        serde_json::to_string_pretty(v).unwrap_or_else(|_| "{}".to_string()),
+    )
+}
+
+fn error(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
+    json(status, &serde_json::json!({ "error": message }))
+}
+
+/// A query-string parameter, percent-decoded.
+fn param(req: &Request<Incoming>, name: &str) -> Option<String> {
+    let q = req.uri().query()?;
+    q.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        (k == name).then(|| percent_decode(v))
+    })
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let hex = b
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
+                match hex {
+                    Some(v) => {
+                        out.push(v);
+                        i += 3;
+                    }
+                    None => {
+                        out.push(b'%');
+                        i += 1;
+                    }
+                }
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+async fn handle(edge: &Edge, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "the admin API is read-only: GET or HEAD",
+        );
+        r.headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    let r = match req.uri().path() {
+        "/" => status_page(edge).await,
+        "/api/pages" => with_store(&edge.store, |s| s.pages())
+            .await
+            .map(|p| json(StatusCode::OK, &serde_json::json!(p))),
+        "/api/hint" => Ok(hint_preview(edge, param(&req, "url"))),
+        "/api/latency" => with_store(&edge.store, |s| s.origins()).await.map(|o| {
+            let now = now_unix_s();
+            let rows: Vec<_> = o
+                .iter()
+                .map(|o| {
+                    serde_json::json!({
+                        "host": o.host,
+                        "rtt_ms": f64::from(o.rtt_us) / 1000.0,
+                        "age_s": now.saturating_sub(o.measured_at_unix_s),
+                    })
+                })
+                .collect();
+            json(StatusCode::OK, &serde_json::json!(rows))
+        }),
+        "/api/queries" => {
+            let window = param(&req, "window_s").and_then(|v| v.parse::<u64>().ok());
+            let k = param(&req, "k").and_then(|v| v.parse::<usize>().ok());
+            let (window, k) = (window.unwrap_or(3600), k.unwrap_or(20).min(10_000));
+            let since = now_unix_s().saturating_sub(window);
+            with_store(&edge.store, move |s| s.top_pages(since, k))
+                .await
+                .map(|t| {
+                    let rows: Vec<_> = t
+                        .iter()
+                        .map(|(u, n)| serde_json::json!({ "url": u, "queries": n }))
+                        .collect();
+                    json(StatusCode::OK, &serde_json::json!(rows))
+                })
+        }
+        "/api/stats" => with_store(&edge.store, |s| s.stats()).await.map(|st| {
+            json(
+                StatusCode::OK,
+                &serde_json::json!({ "store": st, "hint_book_pages": edge.dns.book().len() }),
+            )
+        }),
+        "/metrics" => Ok(respond(
+            StatusCode::OK,
+            "text/plain; version=0.0.4",
+            metrics(edge),
+        )),
+        _ => Ok(error(
+            StatusCode::NOT_FOUND,
+            "no such path; see / for the API",
+        )),
+    };
+    r.unwrap_or_else(|e| error(StatusCode::INTERNAL_SERVER_ERROR, &e))
+}
+
+fn hint_preview(edge: &Edge, url: Option<String>) -> Response<Full<Bytes>> {
+    let Some(url) = url.filter(|u| !u.is_empty()) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "give the page as ?url=<absolute URL>",
+        );
+    };
+    let book = edge.dns.book();
+    let Some(h) = book.by_url(&url) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            &format!("no hint for `{url}`: page unknown"),
+        );
+    };
+    match Hint::from_bytes(&h.full) {
+        Ok(hint) => json(
+            StatusCode::OK,
+            &serde_json::json!({ "url": h.url, "bytes": h.full.len(), "hint": hint }),
+        ),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+fn metrics(edge: &Edge) -> String {
+    let m = &edge.dns.metrics;
+    let mut s = String::new();
+    let mut counter = |name: &str, help: &str, v: u64| {
+        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+    };
+    let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    counter(
+        "mewa_edge_dns_queries_udp_total",
+        "DNS queries over UDP.",
+        get(&m.queries_udp),
+    );
+    counter(
+        "mewa_edge_dns_queries_tcp_total",
+        "DNS queries over TCP.",
+        get(&m.queries_tcp),
+    );
+    counter(
+        "mewa_edge_hint_requests_total",
+        "Queries asking for a hint (EDNS option or TXT).",
+        get(&m.hint_requests),
+    );
+    counter(
+        "mewa_edge_hints_full_total",
+        "Hints sent in full form.",
+        get(&m.hints_full),
+    );
+    counter(
+        "mewa_edge_hints_partial_total",
+        "Hints sent in partial (degraded) form.",
+        get(&m.hints_partial),
+    );
+    counter(
+        "mewa_edge_hints_unknown_total",
+        "Hint requests for unknown pages.",
+        get(&m.hints_unknown),
+    );
+    counter(
+        "mewa_edge_hints_retry_tcp_total",
+        "Hints that did not fit UDP (retry over TCP).",
+        get(&m.hints_retry_tcp),
+    );
+    counter(
+        "mewa_edge_dns_forwarded_total",
+        "Queries forwarded upstream.",
+        get(&m.forwarded),
+    );
+    counter(
+        "mewa_edge_dns_upstream_failures_total",
+        "Forwarded queries without an upstream answer.",
+        get(&m.upstream_failures),
+    );
+    counter(
+        "mewa_edge_dns_errors_total",
+        "Queries answered with an error code or dropped.",
+        get(&m.errors),
+    );
+    counter(
+        "mewa_edge_hint_rebuilds_total",
+        "Hint book rebuilds.",
+        get(&m.rebuilds),
+    );
+    counter(
+        "mewa_edge_tracer_runs_total",
+        "Page tracer runs.",
+        edge.tracer_runs.load(Ordering::Relaxed),
+    );
+    counter(
+        "mewa_edge_latency_probe_failures_total",
+        "Latency probes that failed.",
+        edge.probe_failures.load(Ordering::Relaxed),
+    );
+    let _ = writeln!(
+        s,
+        "# HELP mewa_edge_hint_bytes Size of the hints sent, bytes.\n# TYPE mewa_edge_hint_bytes histogram"
+    );
+    let mut cum = 0;
+    for (i, bound) in HINT_BUCKETS.iter().enumerate() {
+        cum += get(&m.hint_bytes[i]);
+        let _ = writeln!(s, "mewa_edge_hint_bytes_bucket{{le=\"{bound}\"}} {cum}");
+    }
+    cum += get(&m.hint_bytes[HINT_BUCKETS.len()]);
+    let _ = writeln!(s, "mewa_edge_hint_bytes_bucket{{le=\"+Inf\"}} {cum}");
+    let _ = writeln!(s, "mewa_edge_hint_bytes_sum {}", get(&m.hint_bytes_sum));
+    let _ = writeln!(s, "mewa_edge_hint_bytes_count {cum}");
+    let _ = writeln!(
+        s,
+        "# HELP mewa_edge_hint_book_pages Pages with a hint ready.\n# TYPE mewa_edge_hint_book_pages gauge\nmewa_edge_hint_book_pages {}",
+        edge.dns.book().len()
+    );
+    s
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+async fn status_page(edge: &Edge) -> Result<Response<Full<Bytes>>, String> {
+    let (pages, origins, stats) =
+        with_store(&edge.store, |s| Ok((s.pages()?, s.origins()?, s.stats()?))).await?;
+    let m = &edge.dns.metrics;
+    let now = now_unix_s();
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>mewa edge</title>\
+         <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}\
+         td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}td:first-child{{text-align:left}}</style>\
+         </head><body><h1>mewa edge</h1><p>DNS queries: {} UDP, {} TCP; hints sent: {} full, {} partial, \
+         {} unknown page, {} retry over TCP; forwarded: {}; errors: {}. Hint book: {} pages. \
+         Store: <code>{}</code>.</p>",
+        m.queries_udp.load(Ordering::Relaxed),
+        m.queries_tcp.load(Ordering::Relaxed),
+        m.hints_full.load(Ordering::Relaxed),
+        m.hints_partial.load(Ordering::Relaxed),
+        m.hints_unknown.load(Ordering::Relaxed),
+        m.hints_retry_tcp.load(Ordering::Relaxed),
+        m.forwarded.load(Ordering::Relaxed),
+        m.errors.load(Ordering::Relaxed),
+        edge.dns.book().len(),
+        esc(&format!("{stats:?}")),
+    );
+    h.push_str("<h2>Pages</h2><table><tr><th>page</th><th>objects</th><th>KB</th><th>queries</th><th>hint</th></tr>");
+    for p in &pages {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td><a href=\"/api/hint?url={}\">preview</a></td></tr>",
+            esc(&p.url),
+            p.objects,
+            p.known_bytes as f64 / 1000.0,
+            p.queries,
+            esc(&p.url.replace('%', "%25").replace('&', "%26").replace('#', "%23")),
+        );
+    }
+    h.push_str("</table><h2>Edge → origin RTT</h2><table><tr><th>origin</th><th>RTT ms</th><th>age s</th></tr>");
+    for o in &origins {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{:.1}</td><td>{}</td></tr>",
+            esc(&o.host),
+            f64::from(o.rtt_us) / 1000.0,
+            now.saturating_sub(o.measured_at_unix_s)
+        );
+    }
+    h.push_str("</table><p>API: /api/pages, /api/hint?url=, /api/latency, /api/queries, /api/stats, /metrics</p></body></html>");
+    Ok(respond(StatusCode::OK, "text/html; charset=utf-8", h))
+}

@@ -1,0 +1,481 @@
+//! The edge's configuration file (TOML). Every knob has a default, so an
+//! empty file is a valid configuration; unknown keys are errors (a typo
+//! should not silently keep a default). `mewa edge config` prints
+//! [`EXAMPLE`], which documents every key.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// A commented configuration with every key at its default.
+pub const EXAMPLE: &str = r#"# mewa edge configuration. Every key is optional; shown are the defaults.
+
+[dns]
+# UDP and TCP address of the DNS server.
+listen = "0.0.0.0:53"
+# Largest UDP answer we send (the client's advertised size caps it further).
+# 1232 avoids IP fragmentation on common paths (DNS Flag Day 2020).
+max_udp_payload = 1232
+# TTL of the address answers, seconds.
+answer_ttl_s = 30
+# Resolver that names outside the zone are forwarded to; none = REFUSED.
+# upstream = "192.0.2.53:53"
+# Clients allowed to use the upstream (never an open resolver by default).
+forward_from = ["127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "::1/128", "fc00::/7"]
+# UDP sockets (SO_REUSEPORT), one task each; 0 = number of CPUs.
+udp_sockets = 0
+
+# Hosts answered authoritatively: name = [addresses]. In the lab: the corpus
+# hosts pointing at the origin.
+[zone]
+# "www.example.com" = ["10.0.0.2"]
+
+[hint]
+# Seed 001's policy threshold alpha (used by the IW algorithm).
+alpha = 0.5
+# How long a client may use a hint, seconds.
+ttl_s = 300
+# How often hints are rebuilt from the store (new pages, new RTTs), seconds.
+rebuild_every_s = 5
+
+[store]
+# SQLite file (WAL mode: a -wal and a -shm file appear beside it).
+path = "mewa-edge.sqlite"
+# How often in-memory query counts are written to the store, seconds.
+flush_every_s = 10
+
+[admin]
+# HTTP admin API, status page and Prometheus metrics. Keep it private.
+listen = "127.0.0.1:8053"
+
+[monitor]
+# Edge->origin RTT measurement (TCP connect time) every this many seconds.
+every_s = 30
+# EWMA weight of a new sample (RFC 6298 uses 1/8 for SRTT).
+ewma_weight = 0.125
+# TCP port probed on every origin.
+port = 443
+# A probe that takes longer than this fails, milliseconds.
+timeout_ms = 2000
+
+[tracer]
+# Reload popular pages with headless Chromium to refresh their metadata.
+enabled = false
+# Run every this many seconds.
+every_s = 600
+# Trace the top_k most queried pages of the last window_s seconds.
+top_k = 20
+window_s = 3600
+# Chromium binary.
+chromium = "/usr/bin/chromium"
+"#;
+
+/// Why a configuration file was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("config file {path}: {error}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        error: std::io::Error,
+    },
+    /// Not valid TOML, an unknown key or a value of the wrong type.
+    #[error("config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message (with line and column).
+        message: String,
+    },
+    /// A value out of its range.
+    #[error("config file {path}: {key}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The key, e.g. `dns.forward_from`.
+        key: String,
+        /// What is wrong and what is allowed.
+        message: String,
+    },
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EdgeConfig {
+    /// The DNS server.
+    pub dns: DnsConfig,
+    /// Host → addresses answered authoritatively.
+    pub zone: BTreeMap<String, Vec<IpAddr>>,
+    /// What hints say and how often they are rebuilt.
+    pub hint: HintConfig,
+    /// The SQLite store.
+    pub store: StoreConfig,
+    /// The admin API.
+    pub admin: AdminConfig,
+    /// The latency monitor.
+    pub monitor: MonitorConfig,
+    /// The page tracer.
+    pub tracer: TracerConfig,
+}
+
+/// `[dns]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DnsConfig {
+    /// UDP and TCP address.
+    pub listen: SocketAddr,
+    /// Largest UDP answer.
+    pub max_udp_payload: u16,
+    /// TTL of address answers, seconds.
+    pub answer_ttl_s: u32,
+    /// Upstream resolver for other names.
+    pub upstream: Option<SocketAddr>,
+    /// Networks allowed to use the upstream, as `addr/prefix`.
+    pub forward_from: Vec<String>,
+    /// UDP sockets; 0 = CPUs.
+    pub udp_sockets: usize,
+}
+
+impl Default for DnsConfig {
+    fn default() -> Self {
+        DnsConfig {
+            listen: SocketAddr::from(([0, 0, 0, 0], 53)),
+            max_udp_payload: 1232,
+            answer_ttl_s: 30,
+            upstream: None,
+            forward_from: [
+                "127.0.0.0/8",
+                "10.0.0.0/8",
+                "172.16.0.0/12",
+                "192.168.0.0/16",
+                "::1/128",
+                "fc00::/7",
+            ]
+            .map(String::from)
+            .to_vec(),
+            udp_sockets: 0,
+        }
+    }
+}
+
+/// `[hint]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HintConfig {
+    /// Seed 001's α.
+    pub alpha: f64,
+    /// Hint TTL, seconds.
+    pub ttl_s: u32,
+    /// Rebuild period, seconds.
+    pub rebuild_every_s: u64,
+}
+
+impl Default for HintConfig {
+    fn default() -> Self {
+        HintConfig {
+            alpha: 0.5,
+            ttl_s: 300,
+            rebuild_every_s: 5,
+        }
+    }
+}
+
+/// `[store]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// SQLite file.
+    pub path: PathBuf,
+    /// Query-count flush period, seconds.
+    pub flush_every_s: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            path: PathBuf::from("mewa-edge.sqlite"),
+            flush_every_s: 10,
+        }
+    }
+}
+
+/// `[admin]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminConfig {
+    /// HTTP address.
+    pub listen: SocketAddr,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8053)),
+        }
+    }
+}
+
+/// `[monitor]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MonitorConfig {
+    /// Probe period, seconds.
+    pub every_s: u64,
+    /// EWMA weight of a new sample.
+    pub ewma_weight: f64,
+    /// TCP port probed.
+    pub port: u16,
+    /// Probe timeout, milliseconds.
+    pub timeout_ms: u64,
+}
+
+impl Default for MonitorConfig {
+    fn default() -> Self {
+        MonitorConfig {
+            every_s: 30,
+            ewma_weight: 0.125,
+            port: 443,
+            timeout_ms: 2000,
+        }
+    }
+}
+
+/// `[tracer]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TracerConfig {
+    /// Whether the tracer runs.
+    pub enabled: bool,
+    /// Period, seconds.
+    pub every_s: u64,
+    /// Pages traced per run.
+    pub top_k: usize,
+    /// Popularity window, seconds.
+    pub window_s: u64,
+    /// Chromium binary.
+    pub chromium: PathBuf,
+}
+
+impl Default for TracerConfig {
+    fn default() -> Self {
+        TracerConfig {
+            enabled: false,
+            every_s: 600,
+            top_k: 20,
+            window_s: 3600,
+            chromium: PathBuf::from("/usr/bin/chromium"),
+        }
+    }
+}
+
+/// A network `addr/prefix`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Net {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl Net {
+    /// Parses `addr/prefix` (a bare address is a /32 or /128).
+    pub fn parse(s: &str) -> Result<Net, String> {
+        let (a, p) = s.split_once('/').unwrap_or((s, ""));
+        let addr: IpAddr = a
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{s}` is not an address or addr/prefix"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = if p.is_empty() {
+            max
+        } else {
+            p.trim()
+                .parse::<u8>()
+                .ok()
+                .filter(|&n| n <= max)
+                .ok_or_else(|| format!("`{s}`: prefix must be 0..={max}"))?
+        };
+        Ok(Net { addr, prefix })
+    }
+
+    /// Whether `ip` is in this network (IPv4-mapped IPv6 counts as IPv4).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.addr, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(n) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(n) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+impl EdgeConfig {
+    /// Reads and checks a configuration file.
+    pub fn load(path: &Path) -> Result<EdgeConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+            path: path.to_path_buf(),
+            error,
+        })?;
+        EdgeConfig::parse(&text, path)
+    }
+
+    /// Parses and checks configuration text (`path` only names it in errors).
+    pub fn parse(text: &str, path: &Path) -> Result<EdgeConfig, ConfigError> {
+        let c: EdgeConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        c.check(path)?;
+        Ok(c)
+    }
+
+    /// The `forward_from` networks, parsed.
+    pub fn forward_nets(&self) -> Vec<Net> {
+        self.dns
+            .forward_from
+            .iter()
+            .filter_map(|s| Net::parse(s).ok())
+            .collect()
+    }
+
+    fn check(&self, path: &Path) -> Result<(), ConfigError> {
+        let bad = |key: &str, message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            key: key.to_string(),
+            message,
+        };
+        if self.dns.max_udp_payload < 512 {
+            return Err(bad(
+                "dns.max_udp_payload",
+                format!("{} is below 512, the DNS minimum", self.dns.max_udp_payload),
+            ));
+        }
+        for n in &self.dns.forward_from {
+            Net::parse(n).map_err(|m| bad("dns.forward_from", m))?;
+        }
+        for (host, addrs) in &self.zone {
+            let h = host.trim_end_matches('.');
+            let ok = !h.is_empty()
+                && h.len() <= 253
+                && h.split('.').all(|l| {
+                    !l.is_empty()
+                        && l.len() <= 63
+                        && l.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                });
+            if !ok {
+                return Err(bad("zone", format!("`{host}` is not a valid host name")));
+            }
+            if addrs.is_empty() {
+                return Err(bad(&format!("zone.{host}"), "no address given".into()));
+            }
+        }
+        if !(self.hint.alpha.is_finite() && self.hint.alpha >= 0.0) {
+            return Err(bad("hint.alpha", "must be a finite number >= 0".into()));
+        }
+        if self.hint.ttl_s == 0 {
+            return Err(bad("hint.ttl_s", "must be at least 1".into()));
+        }
+        if self.hint.rebuild_every_s == 0 || self.hint.rebuild_every_s >= u64::from(self.hint.ttl_s)
+        {
+            return Err(bad(
+                "hint.rebuild_every_s",
+                format!(
+                    "must be at least 1 and below hint.ttl_s ({}), or clients would get stale hints",
+                    self.hint.ttl_s
+                ),
+            ));
+        }
+        if !(self.monitor.ewma_weight > 0.0 && self.monitor.ewma_weight <= 1.0) {
+            return Err(bad("monitor.ewma_weight", "must be in (0, 1]".into()));
+        }
+        for (key, v) in [
+            ("store.flush_every_s", self.store.flush_every_s),
+            ("monitor.every_s", self.monitor.every_s),
+            ("monitor.timeout_ms", self.monitor.timeout_ms),
+            ("tracer.every_s", self.tracer.every_s),
+            ("tracer.window_s", self.tracer.window_s),
+        ] {
+            if v == 0 {
+                return Err(bad(key, "must be at least 1".into()));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_parses_to_the_defaults() {
+        let c = EdgeConfig::parse(EXAMPLE, Path::new("example.toml")).unwrap();
+        assert_eq!(c, EdgeConfig::default());
+        assert_eq!(EdgeConfig::parse("", Path::new("e")).unwrap(), c);
+    }
+
+    #[test]
+    fn zone_and_overrides() {
+        let c = EdgeConfig::parse(
+            "[dns]\nlisten = \"127.0.0.1:5353\"\nupstream = \"10.0.0.1:53\"\n[zone]\n\"www.a.example\" = [\"10.0.0.2\", \"fd00::2\"]\n",
+            Path::new("e"),
+        )
+        .unwrap();
+        assert_eq!(c.dns.listen.port(), 5353);
+        assert_eq!(c.zone["www.a.example"].len(), 2);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        for (text, key) in [
+            ("[dns]\nlistne = \"1.2.3.4:53\"\n", "listne"),
+            ("[dns]\nmax_udp_payload = 100\n", "dns.max_udp_payload"),
+            (
+                "[dns]\nforward_from = [\"10.0.0.0/33\"]\n",
+                "dns.forward_from",
+            ),
+            ("[zone]\n\"bad host!\" = [\"10.0.0.2\"]\n", "zone"),
+            ("[zone]\n\"a.example\" = []\n", "zone.a.example"),
+            ("[hint]\nrebuild_every_s = 400\n", "hint.rebuild_every_s"),
+            ("[monitor]\newma_weight = 0\n", "monitor.ewma_weight"),
+        ] {
+            let e = EdgeConfig::parse(text, Path::new("edge.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key) && e.contains("edge.toml"), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn networks() {
+        let n = Net::parse("10.0.0.0/8").unwrap();
+        assert!(n.contains("10.9.8.7".parse().unwrap()));
+        assert!(!n.contains("11.0.0.1".parse().unwrap()));
+        assert!(n.contains("::ffff:10.1.2.3".parse().unwrap()));
+        assert!(Net::parse("0.0.0.0/0")
+            .unwrap()
+            .contains("8.8.8.8".parse().unwrap()));
+        assert!(Net::parse("fc00::/7")
+            .unwrap()
+            .contains("fd12::1".parse().unwrap()));
+        assert!(Net::parse("::1").unwrap().contains("::1".parse().unwrap()));
+        assert!(Net::parse("nope").is_err());
+    }
+}

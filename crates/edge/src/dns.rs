@@ -1,0 +1,695 @@
+//! The edge's DNS answers, without I/O: query bytes in, what to do out.
+//!
+//! Seed 000 §II: "a meta-data query message is also sent along with this DNS
+//! query message … the hint packets can be delivered along with the DNS
+//! response message". Messages are parsed and written with hickory-proto;
+//! this module decides the answer:
+//!
+//! - **Zone** (`A`/`AAAA` for the configured hosts, in the lab the corpus
+//!   hosts → the origin's address): answered authoritatively. If the query's
+//!   OPT record carries the hint request option (`mewa_hint::dns`), the
+//!   answer's OPT carries the page's hint: the full form if it fits the
+//!   client's advertised UDP payload, else the partial form in what room is
+//!   left, else status "retry over TCP" (the address answer stays complete,
+//!   so only a hint-aware client asks again). Over TCP the budget is 64 KiB.
+//! - **TXT fallback**: `TXT <hash>._hint.<host>` (for clients behind resolvers
+//!   that strip unknown options) is answered with `mewa1:` + base64 of the
+//!   hint, or NXDOMAIN when no such page is known.
+//! - **Other names**: forwarded to the upstream resolver as they came, but
+//!   only for clients the configuration allows (an edge must not become an
+//!   open resolver for amplification); others get REFUSED.
+//!
+//! Malformed queries get FORMERR when their header can be read and are
+//! dropped otherwise; nothing a client sends can panic this code (fuzzed).
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use hickory_proto::op::{Edns, Message, MessageType, Metadata, OpCode, ResponseCode};
+use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
+use hickory_proto::rr::rdata::{A, AAAA, TXT};
+use hickory_proto::rr::{Name, RData, Record, RecordType};
+use mewa_hint::dns::{
+    encode_txt, parse_txt_query_name, HintRequest, HintResponse, OPTION_CODE, TXT_LABEL,
+};
+use mewa_hint::wire::Form;
+
+use crate::hints::HintBook;
+
+/// The classic DNS limit over UDP without EDNS (RFC 1035 §4.2.1).
+const PLAIN_UDP: usize = 512;
+
+/// Addresses of the hosts the edge answers for, and how long answers may be
+/// cached.
+#[derive(Debug, Clone, Default)]
+pub struct Zone {
+    hosts: HashMap<String, Vec<IpAddr>>,
+    /// TTL of the answers, seconds.
+    pub ttl_s: u32,
+}
+
+impl Zone {
+    /// A zone from (host, addresses) pairs; host names are compared without
+    /// case and without the trailing dot.
+    pub fn new(entries: impl IntoIterator<Item = (String, Vec<IpAddr>)>, ttl_s: u32) -> Zone {
+        Zone {
+            hosts: entries
+                .into_iter()
+                .map(|(h, a)| (normalize(&h), a))
+                .collect(),
+            ttl_s,
+        }
+    }
+
+    /// The addresses of a host, if it is in the zone.
+    pub fn get(&self, host: &str) -> Option<&[IpAddr]> {
+        self.hosts.get(&normalize(host)).map(Vec::as_slice)
+    }
+
+    /// Hosts in the zone.
+    pub fn len(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// No host.
+    pub fn is_empty(&self) -> bool {
+        self.hosts.is_empty()
+    }
+}
+
+fn normalize(host: &str) -> String {
+    host.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// How the query arrived: it sets the size limit of the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// UDP: the client's advertised payload size (512 without EDNS), capped
+    /// by ours.
+    Udp,
+    /// TCP: up to 65535 bytes.
+    Tcp,
+}
+
+/// What to do with a query.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Send these bytes back.
+    Reply(Vec<u8>),
+    /// Relay the query to the upstream resolver unchanged.
+    Forward,
+    /// Say nothing (the bytes were not a DNS query we could answer).
+    Drop,
+}
+
+/// What a hint-bearing answer carried, for metrics and logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HintServed {
+    /// A hint of this many bytes, in this form.
+    Hint {
+        /// Wire bytes of the hint.
+        bytes: usize,
+        /// Full or partial.
+        form: Form,
+    },
+    /// The page is not known.
+    Unknown,
+    /// The hint did not fit; the client was told to retry over TCP.
+    RetryTcp,
+}
+
+/// The answer to one query, with what the runtime needs to count.
+#[derive(Debug)]
+pub struct Answered {
+    /// What to do.
+    pub outcome: Outcome,
+    /// The page a hint was asked for (EDNS option or TXT), for popularity.
+    pub page: Option<String>,
+    /// Whether and how a hint went out.
+    pub hint: Option<HintServed>,
+    /// Why a query got an error code, for the error counter.
+    pub error: Option<&'static str>,
+}
+
+impl Answered {
+    fn reply(bytes: Vec<u8>) -> Answered {
+        Answered {
+            outcome: Outcome::Reply(bytes),
+            page: None,
+            hint: None,
+            error: None,
+        }
+    }
+}
+
+/// The answering rules (see the module docs).
+#[derive(Debug, Clone)]
+pub struct Responder {
+    /// Hosts answered authoritatively.
+    pub zone: Zone,
+    /// Our largest UDP answer (1232 by default: no IP fragmentation on
+    /// common paths, DNS Flag Day 2020).
+    pub max_udp_payload: u16,
+    /// Whether names outside the zone may be forwarded for this client
+    /// (the runtime decides per source address and passes it in).
+    pub upstream: bool,
+}
+
+impl Responder {
+    /// Answers `query` (raw bytes). `may_forward` says whether this client
+    /// is allowed to use the upstream resolver.
+    pub fn answer(
+        &self,
+        book: &HintBook,
+        query: &[u8],
+        transport: Transport,
+        may_forward: bool,
+    ) -> Answered {
+        let q = match Message::from_vec(query) {
+            Ok(q) => q,
+            Err(_) => return formerr(query, "unparsable query"),
+        };
+        if q.metadata.message_type != MessageType::Query {
+            return Answered {
+                outcome: Outcome::Drop,
+                page: None,
+                hint: None,
+                error: Some("a response sent as a query"),
+            };
+        }
+        let mut resp = Message::response(q.metadata.id, q.metadata.op_code);
+        resp.metadata = Metadata::response_from_request(&q.metadata);
+        resp.metadata.recursion_available = self.upstream;
+        let limit = match transport {
+            Transport::Tcp => usize::from(u16::MAX),
+            Transport::Udp => match &q.edns {
+                Some(e) => usize::from(e.max_payload().min(self.max_udp_payload)).max(PLAIN_UDP),
+                None => PLAIN_UDP,
+            },
+        };
+        if q.edns.is_some() {
+            let mut e = Edns::new();
+            e.set_max_payload(self.max_udp_payload.max(PLAIN_UDP as u16));
+            resp.set_edns(e);
+        }
+        if q.metadata.op_code != OpCode::Query {
+            return finish(
+                resp,
+                ResponseCode::NotImp,
+                limit,
+                Some("opcode not supported"),
+            );
+        }
+        let [question] = q.queries.as_slice() else {
+            return finish(
+                resp,
+                ResponseCode::FormErr,
+                limit,
+                Some("not exactly one question"),
+            );
+        };
+        resp.add_query(question.clone());
+        let name = question.name().to_ascii();
+        let host = normalize(&name);
+        let qtype = question.query_type();
+
+        // TXT fallback: <hash>._hint.<host>
+        if host.split('.').nth(1) == Some(TXT_LABEL) {
+            return self.txt_hint(book, resp, &host, question.name(), qtype, limit);
+        }
+        let Some(addrs) = self.zone.get(&host) else {
+            if may_forward && self.upstream {
+                return Answered {
+                    outcome: Outcome::Forward,
+                    page: None,
+                    hint: None,
+                    error: None,
+                };
+            }
+            return finish(
+                resp,
+                ResponseCode::Refused,
+                limit,
+                Some("name outside the zone and forwarding not allowed"),
+            );
+        };
+        resp.metadata.authoritative = true;
+        for ip in addrs {
+            let rdata = match (ip, qtype) {
+                (IpAddr::V4(v4), RecordType::A) => RData::A(A(*v4)),
+                (IpAddr::V6(v6), RecordType::AAAA) => RData::AAAA(AAAA(*v6)),
+                _ => continue,
+            };
+            resp.add_answer(Record::from_rdata(
+                question.name().clone(),
+                self.zone.ttl_s,
+                rdata,
+            ));
+        }
+        // The hint request, if any.
+        let request = q
+            .edns
+            .as_ref()
+            .and_then(|e| e.option(EdnsCode::Unknown(OPTION_CODE)))
+            .and_then(|o| match o {
+                EdnsOption::Unknown(_, data) => Some(HintRequest::decode(data)),
+                _ => None,
+            });
+        let Some(request) = request else {
+            return finish(resp, ResponseCode::NoError, limit, None);
+        };
+        let request = match request {
+            Ok(r) => r,
+            Err(_) => {
+                return finish(
+                    resp,
+                    ResponseCode::FormErr,
+                    limit,
+                    Some("malformed hint request option"),
+                )
+            }
+        };
+        // Room left for the option: the answer without it, plus the option
+        // header (4 bytes) and the status prefix (2 bytes).
+        let base = resp.to_vec().map_or(limit, |b| b.len());
+        let budget = limit.saturating_sub(base + 4 + 2);
+        let (payload, served) = match book.by_url(&request.page_url) {
+            None => (HintResponse::Unknown, HintServed::Unknown),
+            Some(h) => match h.within(budget) {
+                Ok((bytes, form)) => {
+                    let n = bytes.len();
+                    (
+                        HintResponse::Hint(bytes.into_owned()),
+                        HintServed::Hint { bytes: n, form },
+                    )
+                }
+                Err(_) => (HintResponse::RetryTcp, HintServed::RetryTcp),
+            },
+        };
+        if let Some(e) = resp.edns.as_mut() {
+            e.options_mut()
+                .insert(EdnsOption::Unknown(OPTION_CODE, payload.encode()));
+        }
+        let mut a = finish(resp, ResponseCode::NoError, limit, None);
+        a.page = Some(request.page_url);
+        a.hint = Some(served);
+        a
+    }
+
+    fn txt_hint(
+        &self,
+        book: &HintBook,
+        mut resp: Message,
+        host: &str,
+        name: &Name,
+        qtype: RecordType,
+        limit: usize,
+    ) -> Answered {
+        resp.metadata.authoritative = true;
+        let Ok((hash, doc_host)) = parse_txt_query_name(host) else {
+            return finish(
+                resp,
+                ResponseCode::NXDomain,
+                limit,
+                Some("malformed hint TXT name"),
+            );
+        };
+        let Some(h) = book.by_hash(&doc_host, hash) else {
+            let mut a = finish(resp, ResponseCode::NXDomain, limit, None);
+            a.hint = Some(HintServed::Unknown);
+            return a;
+        };
+        if qtype != RecordType::TXT {
+            let mut a = finish(resp, ResponseCode::NoError, limit, None);
+            a.page = Some(h.url.clone());
+            return a;
+        }
+        // TXT base64 costs 4/3 plus the prefix and the length bytes; over
+        // UDP the partial form is used when the full one would not fit.
+        let base = resp.to_vec().map_or(limit, |b| b.len());
+        let room = limit.saturating_sub(base + name.len() + 12);
+        let budget = room.saturating_mul(3) / 4;
+        let served = match h.within(budget.saturating_sub(16)) {
+            Ok((bytes, form)) => match encode_txt(&bytes) {
+                Ok(rdata) => {
+                    let strings: Vec<&[u8]> = chunks(&rdata);
+                    resp.add_answer(Record::from_rdata(
+                        name.clone(),
+                        self.zone.ttl_s,
+                        RData::TXT(TXT::from_bytes(strings)),
+                    ));
+                    HintServed::Hint {
+                        bytes: bytes.len(),
+                        form,
+                    }
+                }
+                Err(_) => HintServed::RetryTcp,
+            },
+            Err(_) => HintServed::RetryTcp,
+        };
+        let mut a = finish(resp, ResponseCode::NoError, limit, None);
+        a.page = Some(h.url.clone());
+        a.hint = Some(served);
+        a
+    }
+}
+
+/// The character-strings of TXT RDATA (length-prefixed, as `encode_txt`
+/// writes them).
+fn chunks(rdata: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    let mut rest = rdata;
+    while let Some((&len, tail)) = rest.split_first() {
+        let n = usize::from(len).min(tail.len());
+        out.push(&tail[..n]);
+        rest = &tail[n..];
+    }
+    out
+}
+
+/// Serialises the response with `rcode`; a UDP answer over `limit` is
+/// truncated (TC set, answers dropped) so that the client retries over TCP.
+fn finish(
+    mut resp: Message,
+    rcode: ResponseCode,
+    limit: usize,
+    error: Option<&'static str>,
+) -> Answered {
+    resp.metadata.response_code = rcode;
+    let bytes = match resp.to_vec() {
+        Ok(b) if b.len() <= limit => b,
+        Ok(_) => match resp.truncate().to_vec() {
+            Ok(b) => b,
+            Err(_) => return servfail_drop(),
+        },
+        Err(_) => return servfail_drop(),
+    };
+    let mut a = Answered::reply(bytes);
+    a.error = error;
+    a
+}
+
+fn servfail_drop() -> Answered {
+    Answered {
+        outcome: Outcome::Drop,
+        page: None,
+        hint: None,
+        error: Some("answer could not be serialised"),
+    }
+}
+
+/// FORMERR echoing the id when at least a header arrived.
+fn formerr(query: &[u8], why: &'static str) -> Answered {
+    let Some(id) = query.get(..2).map(|b| u16::from_be_bytes([b[0], b[1]])) else {
+        return Answered {
+            outcome: Outcome::Drop,
+            page: None,
+            hint: None,
+            error: Some(why),
+        };
+    };
+    if query.len() < 12 || query[2] & 0x80 != 0 {
+        // Too short for a header, or a response: never answer those (no
+        // reflection loops).
+        return Answered {
+            outcome: Outcome::Drop,
+            page: None,
+            hint: None,
+            error: Some(why),
+        };
+    }
+    let m = Message::error_msg(id, OpCode::Query, ResponseCode::FormErr);
+    match m.to_vec() {
+        Ok(b) => {
+            let mut a = Answered::reply(b);
+            a.error = Some(why);
+            a
+        }
+        Err(_) => servfail_drop(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hints::tests::page;
+    use crate::hints::HintPolicy;
+    use hickory_proto::op::Query;
+    use mewa_hint::dns::{decode_txt, txt_query_name};
+    use mewa_hint::wire::Hint;
+    use proptest::prelude::*;
+
+    fn book() -> HintBook {
+        HintBook::build(
+            vec![
+                page("http://www.a.example/", 12, 30_000, 1),
+                page("http://big.example/", 400, 20_000, 40),
+            ],
+            &HashMap::new(),
+            HintPolicy {
+                alpha: 0.5,
+                ttl_s: 300,
+            },
+            1_000,
+        )
+        .0
+    }
+
+    fn responder() -> Responder {
+        Responder {
+            zone: Zone::new(
+                [
+                    (
+                        "www.a.example".to_string(),
+                        vec!["10.0.0.2".parse().unwrap()],
+                    ),
+                    (
+                        "big.example.".to_string(),
+                        vec!["10.0.0.2".parse().unwrap()],
+                    ),
+                ],
+                30,
+            ),
+            max_udp_payload: 1232,
+            upstream: true,
+        }
+    }
+
+    fn query(name: &str, t: RecordType, payload: Option<u16>, page_url: Option<&str>) -> Vec<u8> {
+        let mut m = Message::query();
+        m.metadata.id = 4242;
+        m.metadata.recursion_desired = true;
+        m.add_query(Query::query(Name::from_ascii(name).unwrap(), t));
+        if let Some(p) = payload {
+            let mut e = Edns::new();
+            e.set_max_payload(p);
+            if let Some(u) = page_url {
+                let req = HintRequest {
+                    page_url: u.to_string(),
+                }
+                .encode()
+                .unwrap();
+                e.options_mut()
+                    .insert(EdnsOption::Unknown(OPTION_CODE, req));
+            }
+            m.set_edns(e);
+        }
+        m.to_vec().unwrap()
+    }
+
+    fn reply(a: &Answered) -> Message {
+        match &a.outcome {
+            Outcome::Reply(b) => Message::from_vec(b).unwrap(),
+            other => panic!("expected a reply, got {other:?}"),
+        }
+    }
+
+    fn hint_option(m: &Message) -> Option<HintResponse> {
+        let o = m.edns.as_ref()?.option(EdnsCode::Unknown(OPTION_CODE))?;
+        match o {
+            EdnsOption::Unknown(_, d) => Some(HintResponse::decode(d).unwrap()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn zone_hosts_get_authoritative_addresses() {
+        let r = responder();
+        let a = r.answer(
+            &book(),
+            &query("WWW.a.example.", RecordType::A, None, None),
+            Transport::Udp,
+            false,
+        );
+        let m = reply(&a);
+        assert_eq!(m.metadata.id, 4242);
+        assert!(m.metadata.authoritative);
+        assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+        assert_eq!(m.answers.len(), 1);
+        assert!(m.edns.is_none());
+        assert!(a.hint.is_none());
+        // AAAA for a v4-only host: NODATA.
+        let m = reply(&r.answer(
+            &book(),
+            &query("www.a.example.", RecordType::AAAA, None, None),
+            Transport::Udp,
+            false,
+        ));
+        assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+        assert!(m.answers.is_empty());
+    }
+
+    #[test]
+    fn hint_request_gets_the_hint_within_the_advertised_size() {
+        let r = responder();
+        let b = book();
+        let q = query(
+            "www.a.example.",
+            RecordType::A,
+            Some(1232),
+            Some("http://www.a.example/"),
+        );
+        let a = r.answer(&b, &q, Transport::Udp, false);
+        let m = reply(&a);
+        assert_eq!(m.answers.len(), 1);
+        let Some(HintResponse::Hint(bytes)) = hint_option(&m) else {
+            panic!("no hint in {m:?}");
+        };
+        let hint = Hint::from_bytes(&bytes).unwrap();
+        assert_eq!(hint.object_count, 12);
+        assert!(!hint.partial);
+        assert_eq!(a.page.as_deref(), Some("http://www.a.example/"));
+        assert!(matches!(
+            a.hint,
+            Some(HintServed::Hint {
+                form: Form::Full,
+                ..
+            })
+        ));
+
+        // The 400-object page: partial within 512 bytes over UDP, full over TCP.
+        let q = query(
+            "big.example.",
+            RecordType::A,
+            Some(512),
+            Some("http://big.example/"),
+        );
+        let Outcome::Reply(raw) = r.answer(&b, &q, Transport::Udp, false).outcome else {
+            panic!()
+        };
+        assert!(raw.len() <= 512, "{} bytes", raw.len());
+        let m = Message::from_vec(&raw).unwrap();
+        match hint_option(&m) {
+            Some(HintResponse::Hint(h)) => assert!(Hint::from_bytes(&h).unwrap().partial),
+            Some(HintResponse::RetryTcp) => {}
+            other => panic!("{other:?}"),
+        }
+        let Outcome::Reply(raw) = r.answer(&b, &q, Transport::Tcp, false).outcome else {
+            panic!()
+        };
+        let m = Message::from_vec(&raw).unwrap();
+        let Some(HintResponse::Hint(h)) = hint_option(&m) else {
+            panic!()
+        };
+        assert!(!Hint::from_bytes(&h).unwrap().partial);
+
+        // Unknown page, malformed request.
+        let q = query(
+            "www.a.example.",
+            RecordType::A,
+            Some(1232),
+            Some("http://www.a.example/nope"),
+        );
+        assert_eq!(
+            hint_option(&reply(&r.answer(&b, &q, Transport::Udp, false))),
+            Some(HintResponse::Unknown)
+        );
+        let mut m = Message::query();
+        m.add_query(Query::query(
+            Name::from_ascii("www.a.example.").unwrap(),
+            RecordType::A,
+        ));
+        let mut e = Edns::new();
+        e.options_mut()
+            .insert(EdnsOption::Unknown(OPTION_CODE, vec![9, 9]));
+        m.set_edns(e);
+        let a = r.answer(&b, &m.to_vec().unwrap(), Transport::Udp, false);
+        assert_eq!(reply(&a).metadata.response_code, ResponseCode::FormErr);
+    }
+
+    #[test]
+    fn txt_fallback_carries_the_hint() {
+        let r = responder();
+        let b = book();
+        let name = txt_query_name("http://www.a.example/").unwrap();
+        let a = r.answer(
+            &b,
+            &query(&name, RecordType::TXT, None, None),
+            Transport::Udp,
+            false,
+        );
+        let m = reply(&a);
+        assert_eq!(m.answers.len(), 1);
+        let RData::TXT(txt) = &m.answers[0].data else {
+            panic!()
+        };
+        let mut rdata = Vec::new();
+        for s in txt.txt_data.iter() {
+            rdata.push(s.len() as u8);
+            rdata.extend_from_slice(s);
+        }
+        let hint = Hint::from_bytes(&decode_txt(&rdata).unwrap()).unwrap();
+        assert_eq!(hint.object_count, 12);
+        let unknown = txt_query_name("http://www.a.example/nope").unwrap();
+        let m = reply(&r.answer(
+            &b,
+            &query(&unknown, RecordType::TXT, None, None),
+            Transport::Udp,
+            false,
+        ));
+        assert_eq!(m.metadata.response_code, ResponseCode::NXDomain);
+    }
+
+    #[test]
+    fn other_names_are_forwarded_only_for_allowed_clients() {
+        let r = responder();
+        let q = query("example.org.", RecordType::A, None, None);
+        assert_eq!(
+            r.answer(&book(), &q, Transport::Udp, true).outcome,
+            Outcome::Forward
+        );
+        let m = reply(&r.answer(&book(), &q, Transport::Udp, false));
+        assert_eq!(m.metadata.response_code, ResponseCode::Refused);
+    }
+
+    #[test]
+    fn garbage_is_dropped_or_formerr() {
+        let r = responder();
+        assert_eq!(
+            r.answer(&book(), b"\x01", Transport::Udp, true).outcome,
+            Outcome::Drop
+        );
+        let mut bad = vec![0x12, 0x34, 0x01, 0, 0, 5, 0, 0, 0, 0, 0, 0];
+        bad.extend_from_slice(b"junk");
+        let m = reply(&r.answer(&book(), &bad, Transport::Udp, true));
+        assert_eq!(m.metadata.id, 0x1234);
+        assert_eq!(m.metadata.response_code, ResponseCode::FormErr);
+        // A response is never answered (no reflection loops).
+        bad[2] |= 0x80;
+        assert_eq!(
+            r.answer(&book(), &bad, Transport::Udp, true).outcome,
+            Outcome::Drop
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic_and_udp_replies_fit(b in proptest::collection::vec(any::<u8>(), 0..600)) {
+            let r = responder();
+            let book = book();
+            if let Outcome::Reply(out) = r.answer(&book, &b, Transport::Udp, true).outcome {
+                prop_assert!(out.len() <= 1232);
+            }
+        }
+    }
+}

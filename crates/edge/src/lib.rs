@@ -1,0 +1,26 @@
+//! `mewa-edge`: the Mobile Edge Hint server (seed 000 §II, issue 5).
+//!
+//! The edge keeps page metadata and edge→origin latency and answers DNS with
+//! a compact hint (crate `mewa-hint` defines the hint and its DNS carriers).
+//!
+//! Modules:
+//! - [`app`]: the whole edge: store, DNS, periodic jobs (`mewa edge serve`).
+//! - [`admin`]: read-only HTTP admin API, status page, Prometheus metrics.
+//! - [`config`]: the TOML configuration, every knob documented.
+//! - [`dns`]: the answering rules without I/O (zone, hint option, TXT
+//!   fallback, forwarding decision, size limits).
+//! - [`monitor`]: edge→origin RTT by TCP connect time, smoothed (EWMA).
+//! - [`server`]: the DNS runtime (UDP with SO_REUSEPORT, TCP, forwarding,
+//!   metrics).
+//! - [`hints`]: the hint book, every known page's hint encoded ahead of time.
+//! - [`store`]: the SQLite store of pages, objects, origins, latency samples
+//!   and query counts.
+
+pub mod admin;
+pub mod app;
+pub mod config;
+pub mod dns;
+pub mod hints;
+pub mod monitor;
+pub mod server;
+pub mod store;

@@ -1,0 +1,321 @@
+//! The DNS runtime: UDP and TCP sockets around [`crate::dns::Responder`],
+//! forwarding, the hint book swapped in on every rebuild, query counting.
+//!
+//! Messages are hickory-proto's, the socket loops our own rather than
+//! hickory-server's `ServerFuture`: the hint's room depends on the final
+//! answer's size against the client's advertised payload, which the
+//! responder computes on the serialised message itself, and a loop per
+//! socket answers without a task per query (the edge benchmark compares
+//! against a C authoritative server).
+//!
+//! - UDP: one task per socket; several sockets share the port with
+//!   `SO_REUSEPORT`, so the kernel spreads clients over them (and over
+//!   cores) without a lock on the receive path.
+//! - TCP (RFC 7766): length-prefixed messages, several per connection, idle
+//!   connections closed after 10 s.
+//! - Forwarded queries go to the upstream from a fresh UDP socket each
+//!   (random source port, RFC 5452), with a 2 s limit, in their own task.
+//! - Query counts (for the tracer's popularity) are kept in memory and
+//!   flushed to the store by the caller ([`EdgeDns::take_counts`]).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::task::JoinSet;
+
+use crate::config::Net;
+use crate::dns::{Answered, HintServed, Outcome, Responder, Transport};
+use crate::hints::HintBook;
+
+/// How long an upstream may take to answer a forwarded query.
+const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// An idle TCP connection is closed after this.
+const TCP_IDLE: Duration = Duration::from_secs(10);
+
+/// Hint sizes counted in the `mewa_edge_hint_bytes` histogram.
+pub const HINT_BUCKETS: [u64; 6] = [128, 256, 512, 1000, 1232, 4096];
+
+/// Counters for the Prometheus endpoint and the benchmarks.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Queries over UDP.
+    pub queries_udp: AtomicU64,
+    /// Queries over TCP.
+    pub queries_tcp: AtomicU64,
+    /// Queries that asked for a hint (option or TXT).
+    pub hint_requests: AtomicU64,
+    /// Hints sent in full form.
+    pub hints_full: AtomicU64,
+    /// Hints sent in partial form.
+    pub hints_partial: AtomicU64,
+    /// Hint requests for pages the edge does not know.
+    pub hints_unknown: AtomicU64,
+    /// Hints that did not fit UDP (client told to retry over TCP).
+    pub hints_retry_tcp: AtomicU64,
+    /// Hint sizes: counts per bucket of [`HINT_BUCKETS`] (≤ bound), then
+    /// the overflow bucket.
+    pub hint_bytes: [AtomicU64; 7],
+    /// Sum of hint bytes sent.
+    pub hint_bytes_sum: AtomicU64,
+    /// Queries forwarded upstream.
+    pub forwarded: AtomicU64,
+    /// Forwarded queries the upstream did not answer in time.
+    pub upstream_failures: AtomicU64,
+    /// Queries answered with an error code, or dropped.
+    pub errors: AtomicU64,
+    /// Hint book rebuilds.
+    pub rebuilds: AtomicU64,
+}
+
+impl Metrics {
+    fn count(&self, a: &Answered) {
+        if a.error.is_some() {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        let Some(h) = &a.hint else { return };
+        self.hint_requests.fetch_add(1, Ordering::Relaxed);
+        match h {
+            HintServed::Hint { bytes, form } => {
+                let c = if matches!(form, mewa_hint::wire::Form::Full) {
+                    &self.hints_full
+                } else {
+                    &self.hints_partial
+                };
+                c.fetch_add(1, Ordering::Relaxed);
+                let b = *bytes as u64;
+                let i = HINT_BUCKETS
+                    .iter()
+                    .position(|&bound| b <= bound)
+                    .unwrap_or(HINT_BUCKETS.len());
+                self.hint_bytes[i].fetch_add(1, Ordering::Relaxed);
+                self.hint_bytes_sum.fetch_add(b, Ordering::Relaxed);
+            }
+            HintServed::Unknown => {
+                self.hints_unknown.fetch_add(1, Ordering::Relaxed);
+            }
+            HintServed::RetryTcp => {
+                self.hints_retry_tcp.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// What every socket task shares.
+#[derive(Debug)]
+pub struct EdgeDns {
+    responder: Responder,
+    book: RwLock<Arc<HintBook>>,
+    forward_from: Vec<Net>,
+    upstream: Option<SocketAddr>,
+    counts: Mutex<HashMap<String, u64>>,
+    /// The counters.
+    pub metrics: Metrics,
+}
+
+impl EdgeDns {
+    /// A DNS service with an empty hint book.
+    pub fn new(responder: Responder, forward_from: Vec<Net>, upstream: Option<SocketAddr>) -> Self {
+        EdgeDns {
+            responder: Responder {
+                upstream: upstream.is_some(),
+                ..responder
+            },
+            book: RwLock::new(Arc::new(HintBook::default())),
+            forward_from,
+            upstream,
+            counts: Mutex::new(HashMap::new()),
+            metrics: Metrics::default(),
+        }
+    }
+
+    /// Swaps in a rebuilt hint book.
+    pub fn set_book(&self, book: HintBook) {
+        if let Ok(mut b) = self.book.write() {
+            *b = Arc::new(book);
+        }
+        self.metrics.rebuilds.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The current hint book.
+    pub fn book(&self) -> Arc<HintBook> {
+        self.book
+            .read()
+            .map(|b| b.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    /// Query counts per page since the last call (for the store).
+    pub fn take_counts(&self) -> Vec<(String, u64)> {
+        match self.counts.lock() {
+            Ok(mut c) => c.drain().collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Answers one query from `from` and counts it.
+    pub fn answer(&self, query: &[u8], transport: Transport, from: SocketAddr) -> Answered {
+        let may_forward = self.forward_from.iter().any(|n| n.contains(from.ip()));
+        let book = self.book();
+        let a = self.responder.answer(&book, query, transport, may_forward);
+        let c = match transport {
+            Transport::Udp => &self.metrics.queries_udp,
+            Transport::Tcp => &self.metrics.queries_tcp,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+        self.metrics.count(&a);
+        if let Some(page) = &a.page {
+            if let Ok(mut counts) = self.counts.lock() {
+                // Bounded: a flood of made-up URLs cannot grow it without
+                // limit between two flushes.
+                if counts.len() < 100_000 || counts.contains_key(page) {
+                    *counts.entry(page.clone()).or_insert(0) += 1;
+                }
+            }
+        }
+        a
+    }
+
+    async fn forward(&self, query: &[u8]) -> Option<Vec<u8>> {
+        let up = self.upstream?;
+        self.metrics.forwarded.fetch_add(1, Ordering::Relaxed);
+        let bind: SocketAddr = if up.is_ipv4() {
+            ([0, 0, 0, 0], 0).into()
+        } else {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        let r = tokio::time::timeout(UPSTREAM_TIMEOUT, async {
+            let s = UdpSocket::bind(bind).await.ok()?;
+            s.connect(up).await.ok()?;
+            s.send(query).await.ok()?;
+            let mut buf = vec![0u8; 65_535];
+            loop {
+                let n = s.recv(&mut buf).await.ok()?;
+                // Only the answer to this query (same id) is relayed.
+                if n >= 12 && buf[..2] == query[..2] {
+                    buf.truncate(n);
+                    return Some(buf);
+                }
+            }
+        })
+        .await
+        .ok()
+        .flatten();
+        if r.is_none() {
+            self.metrics
+                .upstream_failures
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+/// Binds `n` UDP sockets on `addr` with `SO_REUSEPORT` (the first picks the
+/// port when `addr` has port 0; the others join it).
+pub fn bind_udp(addr: SocketAddr, n: usize) -> std::io::Result<Vec<UdpSocket>> {
+    let mut out = Vec::with_capacity(n.max(1));
+    let mut at = addr;
+    for _ in 0..n.max(1) {
+        let s = socket2::Socket::new(
+            socket2::Domain::for_address(at),
+            socket2::Type::DGRAM,
+            Some(socket2::Protocol::UDP),
+        )?;
+        s.set_reuse_port(true)?;
+        s.set_nonblocking(true)?;
+        s.bind(&at.into())?;
+        let std: std::net::UdpSocket = s.into();
+        at = std.local_addr()?;
+        out.push(UdpSocket::from_std(std)?);
+    }
+    Ok(out)
+}
+
+/// Serves the UDP sockets and the TCP listener until the task is dropped.
+pub async fn serve(dns: Arc<EdgeDns>, udp: Vec<UdpSocket>, tcp: TcpListener) {
+    let mut tasks = JoinSet::new();
+    for s in udp {
+        tasks.spawn(serve_udp(dns.clone(), Arc::new(s)));
+    }
+    tasks.spawn(serve_tcp(dns, tcp));
+    while tasks.join_next().await.is_some() {}
+}
+
+async fn serve_udp(dns: Arc<EdgeDns>, sock: Arc<UdpSocket>) {
+    let mut buf = vec![0u8; 65_535];
+    loop {
+        let Ok((n, from)) = sock.recv_from(&mut buf).await else {
+            // ICMP errors surface here on Linux; keep serving.
+            continue;
+        };
+        let a = dns.answer(&buf[..n], Transport::Udp, from);
+        match a.outcome {
+            Outcome::Reply(bytes) => {
+                let _ = sock.send_to(&bytes, from).await;
+            }
+            Outcome::Forward => {
+                let (dns, sock, q) = (dns.clone(), sock.clone(), buf[..n].to_vec());
+                tokio::spawn(async move {
+                    if let Some(r) = dns.forward(&q).await {
+                        let _ = sock.send_to(&r, from).await;
+                    }
+                });
+            }
+            Outcome::Drop => {}
+        }
+    }
+}
+
+async fn serve_tcp(dns: Arc<EdgeDns>, listener: TcpListener) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, from)) => {
+                    conns.spawn(tcp_conn(dns.clone(), s, from));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+}
+
+async fn tcp_conn(dns: Arc<EdgeDns>, mut s: TcpStream, from: SocketAddr) {
+    let _ = s.set_nodelay(true);
+    loop {
+        let mut len = [0u8; 2];
+        match tokio::time::timeout(TCP_IDLE, s.read_exact(&mut len)).await {
+            Ok(Ok(_)) => {}
+            _ => return,
+        }
+        let mut q = vec![0u8; usize::from(u16::from_be_bytes(len))];
+        match tokio::time::timeout(TCP_IDLE, s.read_exact(&mut q)).await {
+            Ok(Ok(_)) => {}
+            _ => return,
+        }
+        let a = dns.answer(&q, Transport::Tcp, from);
+        let reply = match a.outcome {
+            Outcome::Reply(b) => b,
+            Outcome::Forward => match dns.forward(&q).await {
+                Some(b) => b,
+                None => return,
+            },
+            Outcome::Drop => return,
+        };
+        let Ok(n) = u16::try_from(reply.len()) else {
+            return;
+        };
+        let mut out = Vec::with_capacity(2 + reply.len());
+        out.extend_from_slice(&n.to_be_bytes());
+        out.extend_from_slice(&reply);
+        if s.write_all(&out).await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! The edge's DNS server on real sockets (loopback): address answers with
+//! hints over UDP and TCP, the TXT fallback, forwarding to an upstream and
+//! its refusal for clients outside `forward_from`, garbage, and counting.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hickory_proto::op::{Edns, Message, Query, ResponseCode};
+use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
+use hickory_proto::rr::{Name, RData, RecordType};
+use mewa_edge::config::Net;
+use mewa_edge::dns::{Responder, Zone};
+use mewa_edge::hints::{HintBook, HintPolicy};
+use mewa_edge::server::{bind_udp, serve, EdgeDns};
+use mewa_hint::dns::{decode_txt, txt_query_name, HintRequest, HintResponse, OPTION_CODE};
+use mewa_hint::page::{Discovery, ObjectMeta, PageMeta};
+use mewa_hint::wire::Hint;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+
+fn page(url: &str, host: &str, n: usize, hosts: usize) -> PageMeta {
+    let objects = (0..n)
+        .map(|i| {
+            let h = if i == 0 || hosts < 2 {
+                host.to_string()
+            } else {
+                format!("cdn{}.{host}", i % hosts)
+            };
+            ObjectMeta {
+                url: if i == 0 {
+                    url.to_string()
+                } else {
+                    format!("http://{h}/img/{i}.jpg")
+                },
+                host: h,
+                size: Some(10_000 + i as u64 * 37),
+                content_type: None,
+                last_modified: None,
+                etag: None,
+                discovery: if i == 0 {
+                    Discovery::Document
+                } else {
+                    Discovery::Parser
+                },
+                parent: if i == 0 { None } else { Some(0) },
+            }
+        })
+        .collect();
+    PageMeta {
+        url: url.to_string(),
+        objects,
+        computation_ms: Some(50),
+    }
+}
+
+struct Edge {
+    dns: Arc<EdgeDns>,
+    addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+async fn start(upstream: Option<SocketAddr>, forward_from: &[&str]) -> Edge {
+    let responder = Responder {
+        zone: Zone::new(
+            [
+                (
+                    "www.a.example".to_string(),
+                    vec!["10.0.0.2".parse().unwrap()],
+                ),
+                ("big.example".to_string(), vec!["10.0.0.3".parse().unwrap()]),
+            ],
+            30,
+        ),
+        max_udp_payload: 1232,
+        upstream: false,
+    };
+    let nets = forward_from
+        .iter()
+        .map(|n| Net::parse(n).unwrap())
+        .collect();
+    let dns = Arc::new(EdgeDns::new(responder, nets, upstream));
+    let (book, failed) = HintBook::build(
+        vec![
+            page("http://www.a.example/", "www.a.example", 30, 1),
+            page("http://big.example/", "big.example", 600, 60),
+        ],
+        &HashMap::new(),
+        HintPolicy {
+            alpha: 0.5,
+            ttl_s: 300,
+        },
+        1_700_000_000,
+    );
+    assert!(failed.is_empty());
+    dns.set_book(book);
+    let udp = bind_udp("127.0.0.1:0".parse().unwrap(), 2).unwrap();
+    let addr = udp[0].local_addr().unwrap();
+    let tcp = TcpListener::bind(addr).await.unwrap();
+    let task = tokio::spawn(serve(dns.clone(), udp, tcp));
+    Edge { dns, addr, task }
+}
+
+fn query(name: &str, t: RecordType, payload: Option<u16>, page_url: Option<&str>) -> Vec<u8> {
+    let mut m = Message::query();
+    m.metadata.id = 777;
+    m.add_query(Query::query(Name::from_ascii(name).unwrap(), t));
+    if let Some(p) = payload {
+        let mut e = Edns::new();
+        e.set_max_payload(p);
+        if let Some(u) = page_url {
+            let data = HintRequest {
+                page_url: u.to_string(),
+            }
+            .encode()
+            .unwrap();
+            e.options_mut()
+                .insert(EdnsOption::Unknown(OPTION_CODE, data));
+        }
+        m.set_edns(e);
+    }
+    m.to_vec().unwrap()
+}
+
+async fn udp(addr: SocketAddr, q: &[u8]) -> Option<Vec<u8>> {
+    let s = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    s.send_to(q, addr).await.unwrap();
+    let mut buf = vec![0u8; 65_535];
+    let n = tokio::time::timeout(Duration::from_secs(3), s.recv(&mut buf))
+        .await
+        .ok()?
+        .ok()?;
+    buf.truncate(n);
+    Some(buf)
+}
+
+async fn tcp(addr: SocketAddr, q: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(&(q.len() as u16).to_be_bytes()).await.unwrap();
+    s.write_all(q).await.unwrap();
+    let mut len = [0u8; 2];
+    s.read_exact(&mut len).await.unwrap();
+    let mut r = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    s.read_exact(&mut r).await.unwrap();
+    r
+}
+
+fn hint_of(m: &Message) -> Option<HintResponse> {
+    match m.edns.as_ref()?.option(EdnsCode::Unknown(OPTION_CODE))? {
+        EdnsOption::Unknown(_, d) => Some(HintResponse::decode(d).unwrap()),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn address_answers_carry_hints_over_udp_and_tcp() {
+    let e = start(None, &[]).await;
+    let q = query(
+        "www.a.example.",
+        RecordType::A,
+        Some(1232),
+        Some("http://www.a.example/"),
+    );
+    let r = Message::from_vec(&udp(e.addr, &q).await.expect("an answer")).unwrap();
+    assert_eq!(r.metadata.id, 777);
+    assert_eq!(r.answers.len(), 1);
+    let Some(HintResponse::Hint(h)) = hint_of(&r) else {
+        panic!("no hint: {r:?}")
+    };
+    let hint = Hint::from_bytes(&h).unwrap();
+    assert_eq!(hint.object_count, 30);
+    assert_eq!(hint.ttl_s, 300);
+
+    // The 600-object page does not fit 512 bytes: partial or retry over UDP,
+    // and the full hint over TCP.
+    let q = query(
+        "big.example.",
+        RecordType::A,
+        Some(512),
+        Some("http://big.example/"),
+    );
+    let raw = udp(e.addr, &q).await.expect("an answer");
+    assert!(raw.len() <= 512);
+    let r = Message::from_vec(&raw).unwrap();
+    assert_eq!(r.answers.len(), 1, "the address answer stays complete");
+    match hint_of(&r) {
+        Some(HintResponse::Hint(h)) => assert!(Hint::from_bytes(&h).unwrap().partial),
+        Some(HintResponse::RetryTcp) => {}
+        other => panic!("{other:?}"),
+    }
+    let r = Message::from_vec(&tcp(e.addr, &q).await).unwrap();
+    let Some(HintResponse::Hint(h)) = hint_of(&r) else {
+        panic!("no hint over TCP")
+    };
+    let full = Hint::from_bytes(&h).unwrap();
+    assert!(!full.partial);
+    assert_eq!(full.object_count, 600);
+
+    // TXT fallback.
+    let name = txt_query_name("http://www.a.example/").unwrap();
+    let r = Message::from_vec(
+        &udp(e.addr, &query(&name, RecordType::TXT, None, None))
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let RData::TXT(txt) = &r.answers[0].data else {
+        panic!("{r:?}")
+    };
+    let mut rdata = Vec::new();
+    for s in txt.txt_data.iter() {
+        rdata.push(s.len() as u8);
+        rdata.extend_from_slice(s);
+    }
+    assert_eq!(
+        Hint::from_bytes(&decode_txt(&rdata).unwrap())
+            .unwrap()
+            .object_count,
+        30
+    );
+
+    // Garbage is survived; the server still answers afterwards.
+    assert!(udp(e.addr, b"\x00").await.is_none());
+    let q = query("www.a.example.", RecordType::A, None, None);
+    assert!(udp(e.addr, &q).await.is_some());
+
+    // Counted: two hint requests for the small page (option, TXT), two for
+    // the big page (UDP, TCP).
+    let counts: HashMap<String, u64> = e.dns.take_counts().into_iter().collect();
+    assert_eq!(counts.get("http://www.a.example/"), Some(&2));
+    assert_eq!(counts.get("http://big.example/"), Some(&2));
+    e.task.abort();
+}
+
+#[tokio::test]
+async fn other_names_are_forwarded_only_for_allowed_clients() {
+    // A stand-in upstream that answers every query with its id and NXDOMAIN.
+    let up = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let up_addr = up.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 2048];
+        while let Ok((n, from)) = up.recv_from(&mut buf).await {
+            if let Ok(q) = Message::from_vec(&buf[..n]) {
+                let mut r =
+                    Message::error_msg(q.metadata.id, q.metadata.op_code, ResponseCode::NXDomain);
+                r.add_queries(q.queries.clone());
+                let _ = up.send_to(&r.to_vec().unwrap(), from).await;
+            }
+        }
+    });
+    let q = query("elsewhere.example.", RecordType::A, None, None);
+    let e = start(Some(up_addr), &["127.0.0.0/8"]).await;
+    let r = Message::from_vec(&udp(e.addr, &q).await.expect("relayed")).unwrap();
+    assert_eq!(r.metadata.response_code, ResponseCode::NXDomain);
+    assert_eq!(r.metadata.id, 777);
+    let r = Message::from_vec(&tcp(e.addr, &q).await).unwrap();
+    assert_eq!(r.metadata.response_code, ResponseCode::NXDomain);
+    e.task.abort();
+
+    // Loopback not allowed: REFUSED, the upstream is never asked.
+    let e = start(Some(up_addr), &["10.0.0.0/8"]).await;
+    let r = Message::from_vec(&udp(e.addr, &q).await.expect("refused")).unwrap();
+    assert_eq!(r.metadata.response_code, ResponseCode::Refused);
+    assert_eq!(
+        e.dns
+            .metrics
+            .forwarded
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    e.task.abort();
+}
