@@ -74,7 +74,7 @@ pub struct Edge {
 /// The bound sockets of an edge, ready to [`Edge::serve`].
 #[derive(Debug)]
 pub struct Bound {
-    udp: Vec<tokio::net::UdpSocket>,
+    udp: Vec<std::net::UdpSocket>,
     tcp: TcpListener,
     admin: TcpListener,
     /// Where DNS listens (UDP and TCP).

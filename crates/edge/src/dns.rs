@@ -269,27 +269,45 @@ impl Responder {
                 )
             }
         };
-        // Room left for the option: the answer without it, plus the option
-        // header (4 bytes) and the status prefix (2 bytes).
+        let Some(h) = book.by_url(&request.page_url) else {
+            set_hint_option(&mut resp, HintResponse::Unknown.encode());
+            let mut a = finish(resp, ResponseCode::NoError, limit, None);
+            a.page = Some(request.page_url);
+            a.hint = Some(HintServed::Unknown);
+            return a;
+        };
+        // Usually the full hint fits: one serialisation. Otherwise the room
+        // left is the limit minus the answer without the option, its header
+        // (4 bytes) and the status prefix (2 bytes).
+        resp.metadata.response_code = ResponseCode::NoError;
+        set_hint_option(&mut resp, HintResponse::Hint(h.full.clone()).encode());
+        if let Ok(bytes) = resp.to_vec() {
+            if bytes.len() <= limit {
+                let mut a = Answered::reply(bytes);
+                a.page = Some(request.page_url);
+                a.hint = Some(HintServed::Hint {
+                    bytes: h.full.len(),
+                    form: Form::Full,
+                });
+                return a;
+            }
+        }
+        if let Some(e) = resp.edns.as_mut() {
+            e.options_mut().remove(EdnsCode::Unknown(OPTION_CODE));
+        }
         let base = resp.to_vec().map_or(limit, |b| b.len());
         let budget = limit.saturating_sub(base + 4 + 2);
-        let (payload, served) = match book.by_url(&request.page_url) {
-            None => (HintResponse::Unknown, HintServed::Unknown),
-            Some(h) => match h.within(budget) {
-                Ok((bytes, form)) => {
-                    let n = bytes.len();
-                    (
-                        HintResponse::Hint(bytes.into_owned()),
-                        HintServed::Hint { bytes: n, form },
-                    )
-                }
-                Err(_) => (HintResponse::RetryTcp, HintServed::RetryTcp),
-            },
+        let (payload, served) = match h.within(budget) {
+            Ok((bytes, form)) => {
+                let n = bytes.len();
+                (
+                    HintResponse::Hint(bytes.into_owned()),
+                    HintServed::Hint { bytes: n, form },
+                )
+            }
+            Err(_) => (HintResponse::RetryTcp, HintServed::RetryTcp),
         };
-        if let Some(e) = resp.edns.as_mut() {
-            e.options_mut()
-                .insert(EdnsOption::Unknown(OPTION_CODE, payload.encode()));
-        }
+        set_hint_option(&mut resp, payload.encode());
         let mut a = finish(resp, ResponseCode::NoError, limit, None);
         a.page = Some(request.page_url);
         a.hint = Some(served);
@@ -351,6 +369,14 @@ impl Responder {
         a.page = Some(h.url.clone());
         a.hint = Some(served);
         a
+    }
+}
+
+/// Puts the hint option into the answer's OPT record.
+fn set_hint_option(resp: &mut Message, data: Vec<u8>) {
+    if let Some(e) = resp.edns.as_mut() {
+        e.options_mut()
+            .insert(EdnsOption::Unknown(OPTION_CODE, data));
     }
 }
 

@@ -47,6 +47,11 @@ enum Which {
     /// files in the same run, with the ratio (target: 80 % of the better
     /// one). Needs h2load (nghttp2-client). Build with --release.
     Origin(crate::bench_origin::OriginBench),
+    /// DNS queries/s and p50/p99 latency of the edge on loopback with and
+    /// without hints, next to NSD answering the same zone (target: with
+    /// hints at least 80 % of NSD). Needs dnsperf (and nsd). Build with
+    /// --release.
+    Edge(crate::bench_edge::EdgeBench),
 }
 
 #[derive(Debug, Args)]
@@ -69,6 +74,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     match cmd.which {
         Which::Link(b) => link(b),
         Which::Origin(b) => crate::bench_origin::run(b),
+        Which::Edge(b) => crate::bench_edge::run(b),
     }
 }
 

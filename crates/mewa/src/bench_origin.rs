@@ -426,18 +426,17 @@ fn write_docroot(corpus: &Corpus, docroot: &Path) -> anyhow::Result<()> {
 
 /// A temporary directory, removed on drop. World-readable, because nginx
 /// started as root serves files as `nobody`.
-struct TempDir {
-    path: PathBuf,
+pub(crate) struct TempDir {
+    pub(crate) path: PathBuf,
 }
 
 impl TempDir {
-    fn new() -> anyhow::Result<TempDir> {
+    pub(crate) fn new() -> anyhow::Result<TempDir> {
         use std::os::unix::fs::PermissionsExt;
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let path =
-            std::env::temp_dir().join(format!("mewa-bench-origin-{}-{nanos}", std::process::id()));
+        let path = std::env::temp_dir().join(format!("mewa-bench-{}-{nanos}", std::process::id()));
         std::fs::create_dir(&path).with_context(|| format!("creating {}", path.display()))?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
             .with_context(|| format!("chmod {}", path.display()))?;
@@ -700,7 +699,7 @@ fn nginx_version(prog: &Path) -> Option<(u32, u32, u32)> {
 }
 
 /// `name` on `PATH` or in the sbin directories (nginx lives in /usr/sbin).
-fn find_program(name: &str) -> Option<PathBuf> {
+pub(crate) fn find_program(name: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)

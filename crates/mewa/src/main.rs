@@ -2,6 +2,7 @@
 //! hint format and (as they land) the edge, client, link emulator and lab.
 
 mod bench;
+mod bench_edge;
 mod bench_origin;
 mod corpus;
 mod edge;

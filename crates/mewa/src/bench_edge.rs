@@ -1,0 +1,462 @@
+//! `mewa bench edge`: DNS queries per second and latency of the edge on
+//! loopback, with hints and without, next to NSD (a plain authoritative
+//! server from Debian) answering the same zone, all in the same run.
+//!
+//! - **Same zone.** `--hosts` names `wwwN.bench.example`, each with an `A`
+//!   record and (for the edge) a page of 20–80 objects in the store.
+//! - **Same load.** dnsperf (Debian package `dnsperf`) sends the same query
+//!   file to every server: `-c 4 -T 2`, 200 outstanding. "With hints" adds
+//!   the hint-request EDNS option naming one page (`-E`; dnsperf sends one
+//!   option for all queries, so every answer carries that page's hint). NSD
+//!   gets the same option, which it ignores.
+//! - **Same workers.** The edge gets `--workers` UDP sockets (threads), NSD
+//!   `server-count`; NSD's response-rate limiting is off.
+//! - **Latency** at a fixed moderate rate (`--latency-qps`), from dnsperf's
+//!   per-query output: p50 and p99.
+//! - Each answer of the edge is checked first: the address, and a hint that
+//!   decodes.
+
+use std::io::Write as _;
+use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use mewa_edge::store::Store;
+use mewa_hint::dns::{HintRequest, OPTION_CODE};
+use mewa_hint::page::{Discovery, ObjectMeta, PageMeta};
+use serde::Serialize;
+
+use crate::bench_origin::{find_program, TempDir};
+use crate::output::Table;
+
+/// `mewa bench edge` options.
+#[derive(Debug, Args)]
+pub struct EdgeBench {
+    /// Measured runs per server and mode; the median is reported.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Seconds per throughput run (dnsperf -l).
+    #[arg(long, default_value_t = 2)]
+    seconds: u64,
+    /// Host names (and pages) in the zone.
+    #[arg(long, default_value_t = 100)]
+    hosts: usize,
+    /// UDP worker threads of the edge and NSD's server-count; default: CPUs.
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Query rate of the latency runs (dnsperf -Q).
+    #[arg(long, default_value_t = 20_000)]
+    latency_qps: u32,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Row {
+    server: &'static str,
+    mode: &'static str,
+    qps_median: f64,
+    qps_runs: Vec<f64>,
+    lost_share: f64,
+    p50_us: Option<f64>,
+    p99_us: Option<f64>,
+}
+
+const ZONE: &str = "bench.example";
+
+fn page(i: usize) -> PageMeta {
+    let host = format!("www{i}.{ZONE}");
+    let url = format!("http://{host}/");
+    let n = 20 + (i * 37) % 61;
+    PageMeta {
+        url: url.clone(),
+        objects: (0..n)
+            .map(|k| ObjectMeta {
+                url: if k == 0 {
+                    url.clone()
+                } else {
+                    format!(
+                        "http://{}/o/{k}.jpg",
+                        if k % 3 == 0 {
+                            format!("cdn.{ZONE}")
+                        } else {
+                            host.clone()
+                        }
+                    )
+                },
+                host: if k > 0 && k % 3 == 0 {
+                    format!("cdn.{ZONE}")
+                } else {
+                    host.clone()
+                },
+                size: Some(2_000 + ((k * 7919 + i * 104_729) % 90_000) as u64),
+                content_type: None,
+                last_modified: None,
+                etag: None,
+                discovery: if k == 0 {
+                    Discovery::Document
+                } else {
+                    Discovery::Parser
+                },
+                parent: (k > 0).then_some(0),
+            })
+            .collect(),
+        computation_ms: Some(100),
+    }
+}
+
+/// A child process, killed and reaped on drop.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Waits until `addr` answers a DNS query (any answer).
+fn wait_dns(addr: SocketAddr, what: &str, log: &Path) -> anyhow::Result<()> {
+    let q = query_bytes(&format!("www0.{ZONE}."), None)?;
+    let s = UdpSocket::bind("127.0.0.1:0")?;
+    s.set_read_timeout(Some(Duration::from_millis(200)))?;
+    let mut buf = [0u8; 4096];
+    for _ in 0..50 {
+        let _ = s.send_to(&q, addr);
+        if s.recv(&mut buf).is_ok() {
+            return Ok(());
+        }
+    }
+    bail!(
+        "{what} did not answer on {addr} within 10 s; its log: {}",
+        log.display()
+    )
+}
+
+fn query_bytes(name: &str, page: Option<&str>) -> anyhow::Result<Vec<u8>> {
+    use hickory_proto::op::{Edns, Message, Query};
+    use hickory_proto::rr::rdata::opt::EdnsOption;
+    use hickory_proto::rr::{Name, RecordType};
+    let mut m = Message::query();
+    m.add_query(Query::query(Name::from_ascii(name)?, RecordType::A));
+    let mut e = Edns::new();
+    e.set_max_payload(1232);
+    if let Some(p) = page {
+        let data = HintRequest {
+            page_url: p.to_string(),
+        }
+        .encode()?;
+        e.options_mut()
+            .insert(EdnsOption::Unknown(OPTION_CODE, data));
+    }
+    m.set_edns(e);
+    Ok(m.to_vec()?)
+}
+
+/// One query to the edge: the address and a decodable hint must come back.
+fn check_edge(addr: SocketAddr, page_url: &str) -> anyhow::Result<usize> {
+    use hickory_proto::op::Message;
+    use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
+    let s = UdpSocket::bind("127.0.0.1:0")?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    s.send_to(
+        &query_bytes(&format!("www0.{ZONE}."), Some(page_url))?,
+        addr,
+    )?;
+    let mut buf = [0u8; 4096];
+    let n = s
+        .recv(&mut buf)
+        .context("the edge did not answer the check query")?;
+    let m = Message::from_vec(&buf[..n])?;
+    if m.answers.len() != 1 {
+        bail!(
+            "the edge answered {} address records, expected 1",
+            m.answers.len()
+        );
+    }
+    let data = match m
+        .edns
+        .as_ref()
+        .and_then(|e| e.option(EdnsCode::Unknown(OPTION_CODE)))
+    {
+        Some(EdnsOption::Unknown(_, d)) => d.clone(),
+        _ => bail!("the edge's answer carries no hint option"),
+    };
+    match mewa_hint::dns::HintResponse::decode(&data)? {
+        mewa_hint::dns::HintResponse::Hint(h) => {
+            mewa_hint::wire::Hint::from_bytes(&h)?;
+            Ok(h.len())
+        }
+        other => bail!("the edge answered {other:?} instead of a hint"),
+    }
+}
+
+struct Perf<'a> {
+    dnsperf: &'a Path,
+    queries: &'a Path,
+}
+
+impl Perf<'_> {
+    fn command(&self, port: u16, option: Option<&str>) -> Command {
+        let mut c = Command::new(self.dnsperf);
+        c.args(["-s", "127.0.0.1", "-p", &port.to_string()])
+            .arg("-d")
+            .arg(self.queries);
+        if let Some(o) = option {
+            c.args(["-E", o]);
+        }
+        c.stderr(Stdio::null());
+        c
+    }
+
+    /// Queries per second and the lost share of one run.
+    fn throughput(&self, port: u16, option: Option<&str>, secs: u64) -> anyhow::Result<(f64, f64)> {
+        let out = self
+            .command(port, option)
+            .args(["-l", &secs.to_string(), "-c", "4", "-T", "2", "-q", "200"])
+            .output()
+            .context("running dnsperf")?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let field = |name: &str| -> Option<f64> {
+            text.lines()
+                .find(|l| l.trim_start().starts_with(name))
+                .and_then(|l| l.split(':').nth(1))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse().ok())
+        };
+        let qps = field("Queries per second")
+            .with_context(|| format!("no rate in dnsperf's output:\n{text}"))?;
+        let sent = field("Queries sent").unwrap_or(0.0);
+        let lost = field("Queries lost").unwrap_or(0.0);
+        Ok((qps, if sent > 0.0 { lost / sent } else { 0.0 }))
+    }
+
+    /// p50 and p99 latency (µs) at a fixed rate.
+    fn latency(&self, port: u16, option: Option<&str>, qps: u32) -> anyhow::Result<(f64, f64)> {
+        let out = self
+            .command(port, option)
+            .args(["-l", "2", "-Q", &qps.to_string(), "-v"])
+            .output()
+            .context("running dnsperf")?;
+        let mut lat: Vec<f64> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("> NOERROR"))
+            .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+            .map(|s| s * 1e6)
+            .collect();
+        if lat.is_empty() {
+            bail!("dnsperf reported no answered queries in the latency run");
+        }
+        lat.sort_by(f64::total_cmp);
+        let q = |p: f64| lat[((lat.len() as f64 - 1.0) * p).round() as usize];
+        Ok((q(0.5), q(0.99)))
+    }
+}
+
+pub fn run(b: EdgeBench) -> anyhow::Result<()> {
+    if b.runs == 0 || b.hosts == 0 || b.seconds == 0 {
+        bail!("--runs, --hosts and --seconds must be at least 1");
+    }
+    let workers = b
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+        .max(1);
+    let dnsperf = find_program("dnsperf").context(
+        "dnsperf (the query generator) is not installed; `apt-get install dnsperf` (scripts/setup does)",
+    )?;
+    let nsd = find_program("nsd");
+    if nsd.is_none() {
+        eprintln!("skipping NSD: not installed (`apt-get install nsd`)");
+    }
+    if cfg!(debug_assertions) {
+        eprintln!("note: this is a debug build; build with --release for figures that count");
+    }
+    let tmp = TempDir::new()?;
+    let dir = &tmp.path;
+
+    // The edge: store, config, child process.
+    let pages: Vec<PageMeta> = (0..b.hosts).map(page).collect();
+    let store_path = dir.join("edge.sqlite");
+    Store::open(&store_path)?.put_pages(&pages, "bench", 0)?;
+    let edge_port = free_port()?;
+    let mut cfg = format!(
+        "[dns]\nlisten = \"127.0.0.1:{edge_port}\"\nudp_sockets = {workers}\n\
+         [admin]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"{}\"\n\
+         [monitor]\nevery_s = 86400\n[zone]\n",
+        store_path.display()
+    );
+    for i in 0..b.hosts {
+        cfg.push_str(&format!("\"www{i}.{ZONE}\" = [\"10.0.0.2\"]\n"));
+    }
+    std::fs::write(dir.join("edge.toml"), cfg)?;
+    let edge_log = dir.join("edge.log");
+    let exe = std::env::current_exe().context("finding this program")?;
+    let _edge = Proc(
+        Command::new(exe)
+            .args(["edge", "serve", "--config"])
+            .arg(dir.join("edge.toml"))
+            .env("TOKIO_WORKER_THREADS", "1")
+            .stdout(std::fs::File::create(&edge_log)?)
+            .stderr(std::fs::File::create(dir.join("edge.err"))?)
+            .spawn()
+            .context("starting the edge")?,
+    );
+    let edge_addr: SocketAddr = ([127, 0, 0, 1], edge_port).into();
+    wait_dns(edge_addr, "the edge", &dir.join("edge.err"))?;
+
+    // NSD with the same zone.
+    let mut nsd_proc = None;
+    let nsd_port = free_port()?;
+    if let Some(nsd) = &nsd {
+        let mut zone = format!(
+            "$ORIGIN {ZONE}.\n$TTL 30\n@ IN SOA ns.{ZONE}. admin.{ZONE}. 1 3600 600 86400 30\n@ IN NS ns.{ZONE}.\nns IN A 127.0.0.1\n"
+        );
+        for i in 0..b.hosts {
+            zone.push_str(&format!("www{i} IN A 10.0.0.2\n"));
+        }
+        std::fs::write(dir.join("bench.zone"), zone)?;
+        let d = dir.display();
+        std::fs::write(
+            dir.join("nsd.conf"),
+            format!(
+                "server:\n  ip-address: 127.0.0.1@{nsd_port}\n  server-count: {workers}\n  database: \"\"\n  zonesdir: \"{d}\"\n  pidfile: \"{d}/nsd.pid\"\n  xfrdfile: \"{d}/xfrd.state\"\n  zonelistfile: \"{d}/zone.list\"\n  username: \"\"\n  chroot: \"\"\n  logfile: \"{d}/nsd.log\"\n  verbosity: 0\n  rrl-ratelimit: 0\n  rrl-whitelist-ratelimit: 0\nremote-control:\n  control-enable: no\nzone:\n  name: {ZONE}\n  zonefile: bench.zone\n"
+            ),
+        )?;
+        nsd_proc = Some(Proc(
+            Command::new(nsd)
+                .arg("-d")
+                .arg("-c")
+                .arg(dir.join("nsd.conf"))
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(dir.join("nsd.err"))?)
+                .spawn()
+                .context("starting nsd")?,
+        ));
+        wait_dns(
+            ([127, 0, 0, 1], nsd_port).into(),
+            "nsd",
+            &dir.join("nsd.log"),
+        )?;
+    }
+
+    // Queries and the hint option (page www0).
+    let queries = dir.join("queries.txt");
+    let mut f = std::fs::File::create(&queries)?;
+    for i in 0..b.hosts {
+        writeln!(f, "www{i}.{ZONE} A")?;
+    }
+    drop(f);
+    let page_url = format!("http://www0.{ZONE}/");
+    let hint_bytes = check_edge(edge_addr, &page_url)?;
+    let hex: String = HintRequest {
+        page_url: page_url.clone(),
+    }
+    .encode()?
+    .iter()
+    .map(|b| format!("{b:02x}"))
+    .collect();
+    let option = format!("{OPTION_CODE}:{hex}");
+    let perf = Perf {
+        dnsperf: &dnsperf,
+        queries: &queries,
+    };
+
+    let mut cases: Vec<(&'static str, &'static str, u16, Option<&str>)> = vec![
+        ("mewa edge", "with hints", edge_port, Some(&option)),
+        ("mewa edge", "no hints", edge_port, None),
+    ];
+    if nsd_proc.is_some() {
+        cases.push(("nsd", "same queries", nsd_port, Some(&option)));
+    }
+    let mut rows = Vec::new();
+    let mut all: Vec<Vec<(f64, f64)>> = cases.iter().map(|_| Vec::new()).collect();
+    for r in 0..b.runs {
+        for (i, (server, mode, port, opt)) in cases.iter().enumerate() {
+            let (qps, lost) = perf.throughput(*port, *opt, b.seconds)?;
+            eprintln!(
+                "run {}/{}: {server:<10} {mode:<12} {qps:>10.0} q/s",
+                r + 1,
+                b.runs
+            );
+            all[i].push((qps, lost));
+        }
+    }
+    for ((server, mode, port, opt), runs) in cases.iter().zip(all) {
+        let q: Vec<f64> = runs.iter().map(|r| r.0).collect();
+        let lost = runs.iter().map(|r| r.1).fold(0.0, f64::max);
+        let (p50, p99) = perf.latency(*port, *opt, b.latency_qps)?;
+        let qps_runs = q.clone();
+        rows.push(Row {
+            server,
+            mode,
+            qps_median: mewa_lab::metrics::median(&q).unwrap_or(0.0),
+            qps_runs,
+            lost_share: lost,
+            p50_us: Some(p50),
+            p99_us: Some(p99),
+        });
+    }
+    let ratio = rows
+        .iter()
+        .find(|r| r.server == "nsd")
+        .map(|n| rows[0].qps_median / n.qps_median);
+    let plain_ratio = rows[0].qps_median / rows[1].qps_median;
+    if b.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "rows": rows, "hint_bytes": hint_bytes, "workers": workers,
+                "hints_vs_nsd": ratio, "hints_vs_no_hints": plain_ratio, "target": 0.8,
+            }))?
+        );
+        return Ok(());
+    }
+    let mut t = Table::new(&[
+        "server",
+        "queries",
+        "q/s (median)",
+        "p50 µs",
+        "p99 µs",
+        "max lost",
+        "runs (q/s)",
+    ]);
+    for r in &rows {
+        t.push(vec![
+            r.server.to_string(),
+            r.mode.to_string(),
+            format!("{:.0}", r.qps_median),
+            r.p50_us.map_or("-".into(), |v| format!("{v:.0}")),
+            r.p99_us.map_or("-".into(), |v| format!("{v:.0}")),
+            format!("{:.2} %", r.lost_share * 100.0),
+            r.qps_runs
+                .iter()
+                .map(|v| format!("{v:.0}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+        ]);
+    }
+    print!("{}", t.to_text());
+    println!(
+        "hint: {hint_bytes} bytes in every answer \"with hints\"; with hints / without = {plain_ratio:.2}"
+    );
+    match ratio {
+        Some(r) => println!(
+            "with hints / nsd = {r:.2} (target >= 0.80: {})",
+            if r >= 0.8 { "met" } else { "NOT met" }
+        ),
+        None => println!("no NSD to compare with"),
+    }
+    println!(
+        "dnsperf -c 4 -T 2 -q 200, {} s per run, median of {}; latency at {} q/s; {} host(s); {workers} worker(s) per server; loopback.",
+        b.seconds, b.runs, b.latency_qps, b.hosts
+    );
+    Ok(())
+}

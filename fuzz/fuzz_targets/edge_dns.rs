@@ -1,0 +1,50 @@
+//! The edge's DNS answering must take any bytes as a query without
+//! panicking, never answer a response (no reflection loops), and keep UDP
+//! answers within the advertised limit.
+#![no_main]
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use libfuzzer_sys::fuzz_target;
+use mewa_edge::dns::{Outcome, Responder, Transport, Zone};
+use mewa_edge::hints::{HintBook, HintPolicy};
+use mewa_hint::page::{Discovery, ObjectMeta, PageMeta};
+
+fn book() -> &'static HintBook {
+    static B: OnceLock<HintBook> = OnceLock::new();
+    B.get_or_init(|| {
+        let objects = (0..300)
+            .map(|i| ObjectMeta {
+                url: format!("http://a.example/{i}"),
+                host: format!("h{}.a.example", i % 30),
+                size: Some(1000 + i),
+                content_type: None,
+                last_modified: None,
+                etag: None,
+                discovery: Discovery::Parser,
+                parent: None,
+            })
+            .collect();
+        let page = PageMeta {
+            url: "http://a.example/".into(),
+            objects,
+            computation_ms: None,
+        };
+        let policy = HintPolicy { alpha: 0.5, ttl_s: 60 };
+        HintBook::build(vec![page], &HashMap::new(), policy, 0).0
+    })
+}
+
+fuzz_target!(|data: &[u8]| {
+    let r = Responder {
+        zone: Zone::new([("a.example".to_string(), vec!["10.0.0.2".parse().unwrap()])], 30),
+        max_udp_payload: 1232,
+        upstream: true,
+    };
+    let a = r.answer(book(), data, Transport::Udp, true);
+    if let Outcome::Reply(b) = a.outcome {
+        assert!(b.len() <= 1232);
+        assert!(data.len() >= 12 && data[2] & 0x80 == 0, "answered a non-query");
+    }
+});
