@@ -1,0 +1,321 @@
+//! From a received hint to a plan, without I/O.
+//!
+//! A hint is advice from an unauthenticated channel (a DNS answer), so every
+//! value is bounded before use, and anything missing, malformed, stale or
+//! absurd makes the client fall back to plain behaviour (one connection per
+//! origin, the browser's own order) with the reason, which the caller logs.
+//!
+//! The plan follows seed 000 §II: "the optimal number of parallel TCP
+//! connections … is calculated according to the BDP", with the path RTT "the
+//! concatenation of wired and wireless latency": radio RTT (measured by the
+//! client from its DNS exchange with the edge) plus wired RTT (the hint's
+//! edge→origin RTT of the page's main origin). Objects are then spread over
+//! the n connections balanced by size (longest processing time first).
+
+use mewa_hint::page::host_of;
+use mewa_hint::wire::Hint;
+use mewa_model::balance::assign_lpt;
+use mewa_model::http::{choose_connections, ConnectionChoice, SlowStartModel, TcpPath};
+use serde::Serialize;
+
+/// Most connections the client opens to one origin, whatever a hint implies
+/// (browsers open at most 6 per host over HTTP/1.1; the issue caps n at 6).
+pub const MAX_CONNECTIONS: u32 = 6;
+
+/// Largest page a hint may describe (bytes) before it counts as absurd.
+pub const MAX_PAGE_BYTES: u64 = 200_000_000;
+
+/// Most objects a hint may describe.
+pub const MAX_OBJECTS: u32 = 20_000;
+
+/// Largest edge→origin RTT taken from a hint.
+pub const MAX_WIRED_RTT_S: f64 = 5.0;
+
+/// Longest TTL a hint may claim (one day).
+pub const MAX_TTL_S: u32 = 86_400;
+
+/// How far a hint's creation time may lie in the future (clock skew).
+pub const MAX_SKEW_S: u64 = 300;
+
+/// Why the client does not follow a hint.
+#[derive(Debug, Clone, PartialEq, Serialize, thiserror::Error)]
+pub enum Fallback {
+    /// The answer had no hint option (edge not hint-aware, or a resolver on
+    /// the way stripped it).
+    #[error("no hint in the answer")]
+    Missing,
+    /// The edge does not know the page.
+    #[error("the edge does not know this page")]
+    Unknown,
+    /// The hint bytes did not decode.
+    #[error("malformed hint: {0}")]
+    Malformed(String),
+    /// The hint is for another page.
+    #[error("hint is for {got}, not for the page asked")]
+    OtherPage {
+        /// The page the hint names.
+        got: String,
+    },
+    /// Older than its TTL, or made in the future.
+    #[error("stale hint: made at {made}, ttl {ttl_s} s, now {now}")]
+    Stale {
+        /// Creation time, Unix seconds.
+        made: u64,
+        /// Its TTL.
+        ttl_s: u32,
+        /// The client's clock.
+        now: u64,
+    },
+    /// A value outside sane bounds.
+    #[error("absurd hint: {0}")]
+    Absurd(String),
+}
+
+/// Checks a decoded hint for `page_url` at `now_unix_s`.
+pub fn check(hint: &Hint, page_url: &str, now_unix_s: u64) -> Result<(), Fallback> {
+    let strip = |u: &str| mewa_hint::page::strip_fragment(u).to_string();
+    if strip(&hint.page_url) != strip(page_url) {
+        return Err(Fallback::OtherPage {
+            got: hint.page_url.chars().take(200).collect(),
+        });
+    }
+    if hint.ttl_s > MAX_TTL_S {
+        return Err(Fallback::Absurd(format!("ttl of {} s", hint.ttl_s)));
+    }
+    if hint.generated_at_unix_s > now_unix_s + MAX_SKEW_S
+        || now_unix_s
+            > hint
+                .generated_at_unix_s
+                .saturating_add(u64::from(hint.ttl_s))
+    {
+        return Err(Fallback::Stale {
+            made: hint.generated_at_unix_s,
+            ttl_s: hint.ttl_s,
+            now: now_unix_s,
+        });
+    }
+    if hint.total_bytes == 0 || hint.total_bytes > MAX_PAGE_BYTES {
+        return Err(Fallback::Absurd(format!(
+            "page of {} bytes",
+            hint.total_bytes
+        )));
+    }
+    if hint.object_count == 0 || hint.object_count > MAX_OBJECTS {
+        return Err(Fallback::Absurd(format!("{} objects", hint.object_count)));
+    }
+    if let Some(o) = hint.origins.iter().find(|o| {
+        o.rtt_s()
+            .is_some_and(|r| !(r.is_finite() && r <= MAX_WIRED_RTT_S))
+    }) {
+        return Err(Fallback::Absurd(format!(
+            "RTT to {} of {:?} s",
+            o.host,
+            o.rtt_s()
+        )));
+    }
+    if hint.alpha() > 1000.0 {
+        return Err(Fallback::Absurd(format!("alpha {}", hint.alpha())));
+    }
+    Ok(())
+}
+
+/// What the client knows of its radio link.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Radio {
+    /// Radio bandwidth, bit/s (configured, or measured by the client).
+    pub bandwidth_bps: f64,
+    /// Radio RTT, seconds (the DNS exchange with the edge).
+    pub rtt_s: f64,
+}
+
+/// The plan for one page, with everything it was computed from (logged).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    /// Connections to open to the main origin.
+    pub n: u32,
+    /// Page bytes (the hint's exact total).
+    pub page_bytes: u64,
+    /// Radio RTT used, seconds.
+    pub radio_rtt_s: f64,
+    /// Wired RTT used (edge→main origin), seconds; 0 when the hint has none.
+    pub wired_rtt_s: f64,
+    /// Radio bandwidth used, bit/s.
+    pub bandwidth_bps: f64,
+    /// Algorithm 1's trace (gains, cost, modelled times).
+    pub choice: ConnectionChoice,
+    /// For each listed object of the main origin, (URL hash as listed,
+    /// connection index), largest first: the size-balanced assignment.
+    pub assignment: Vec<(u32, usize)>,
+}
+
+/// Checks the hint, then plans. `Err` says why the client falls back.
+pub fn plan(hint: &Hint, page_url: &str, radio: Radio, now_unix_s: u64) -> Result<Plan, Fallback> {
+    check(hint, page_url, now_unix_s)?;
+    let sane = radio.bandwidth_bps.is_finite()
+        && radio.bandwidth_bps > 0.0
+        && radio.rtt_s.is_finite()
+        && radio.rtt_s >= 0.0;
+    if !sane {
+        return Err(Fallback::Absurd(
+            "radio bandwidth or RTT not positive".into(),
+        ));
+    }
+    let main = host_of(page_url).unwrap_or_default();
+    let origin = hint.origins.iter().find(|o| o.host == main);
+    let wired = origin.and_then(|o| o.rtt_s()).unwrap_or(0.0);
+    let rtt = (radio.rtt_s + wired).max(1e-4);
+    let path = TcpPath::new(radio.bandwidth_bps, rtt)
+        .map_err(|e| Fallback::Absurd(format!("path: {e}")))?;
+    let choice = choose_connections(
+        hint.total_bytes,
+        &path,
+        MAX_CONNECTIONS,
+        SlowStartModel::Printed,
+    );
+    let n = choice.n.clamp(1, MAX_CONNECTIONS);
+    let listed: Vec<(u32, u64)> = origin
+        .map(|o| {
+            o.objects
+                .iter()
+                .map(|x| (x.url_hash, x.size().unwrap_or(0)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let sizes: Vec<u64> = listed.iter().map(|l| l.1).collect();
+    let a = assign_lpt(&sizes, n as usize);
+    let mut assignment: Vec<(u32, usize, u64)> = listed
+        .iter()
+        .zip(&a.connection)
+        .map(|(&(h, s), &c)| (h, c, s))
+        .collect();
+    assignment.sort_by(|x, y| y.2.cmp(&x.2).then(x.0.cmp(&y.0)));
+    Ok(Plan {
+        n,
+        page_bytes: hint.total_bytes,
+        radio_rtt_s: radio.rtt_s,
+        wired_rtt_s: wired,
+        bandwidth_bps: radio.bandwidth_bps,
+        choice,
+        assignment: assignment.into_iter().map(|(h, c, _)| (h, c)).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mewa_hint::page::{Discovery, ObjectMeta, OriginRtt, PageContext, PageMeta};
+
+    fn hint(bytes_each: u64, n: usize, wired_us: Option<u32>, made: u64) -> Hint {
+        let url = "http://www.a.example/";
+        let page = PageMeta {
+            url: url.into(),
+            objects: (0..n)
+                .map(|i| ObjectMeta {
+                    url: format!("{url}{i}"),
+                    host: "www.a.example".into(),
+                    size: Some(bytes_each + i as u64),
+                    content_type: None,
+                    last_modified: None,
+                    etag: None,
+                    discovery: Discovery::Parser,
+                    parent: None,
+                })
+                .collect(),
+            computation_ms: None,
+        };
+        let ctx = PageContext {
+            page,
+            origins: wired_us
+                .map(|r| OriginRtt {
+                    host: "www.a.example".into(),
+                    rtt_us: r,
+                    measured_at_unix_s: made,
+                })
+                .into_iter()
+                .collect(),
+            alpha: 0.5,
+            ttl_s: 300,
+            generated_at_unix_s: made,
+        };
+        Hint::full(&ctx).unwrap()
+    }
+
+    const RADIO: Radio = Radio {
+        bandwidth_bps: 32e6,
+        rtt_s: 0.045,
+    };
+
+    #[test]
+    fn bounds_reject_what_a_hint_must_not_say() {
+        let h = hint(10_000, 30, Some(20_000), 1000);
+        assert!(check(&h, "http://www.a.example/#top", 1000).is_ok());
+        assert!(matches!(
+            check(&h, "http://other.example/", 1000),
+            Err(Fallback::OtherPage { .. })
+        ));
+        assert!(matches!(
+            check(&h, "http://www.a.example/", 1301),
+            Err(Fallback::Stale { .. })
+        ));
+        assert!(matches!(
+            check(&h, "http://www.a.example/", 1000 - MAX_SKEW_S - 1),
+            Err(Fallback::Stale { .. })
+        ));
+        let mut bad = h.clone();
+        bad.ttl_s = MAX_TTL_S + 1;
+        assert!(matches!(
+            check(&bad, "http://www.a.example/", 1000),
+            Err(Fallback::Absurd(_))
+        ));
+        let mut bad = h.clone();
+        bad.total_bytes = MAX_PAGE_BYTES + 1;
+        assert!(matches!(
+            check(&bad, "http://www.a.example/", 1000),
+            Err(Fallback::Absurd(_))
+        ));
+        let mut bad = h.clone();
+        bad.origins[0].rtt_100us = Some(60_000);
+        assert!(matches!(
+            check(&bad, "http://www.a.example/", 1000),
+            Err(Fallback::Absurd(_))
+        ));
+        let bad_radio = Radio {
+            bandwidth_bps: 0.0,
+            rtt_s: 0.05,
+        };
+        assert!(plan(&h, "http://www.a.example/", bad_radio, 1000).is_err());
+    }
+
+    #[test]
+    fn plan_uses_radio_plus_wired_rtt_and_balances_by_size() {
+        // ≈ 1.2 MB page, LTE-like radio (seed 000 §IV: 32 Mbit/s, 65 ms).
+        let h = hint(40_000, 30, Some(20_000), 1000);
+        let p = plan(&h, "http://www.a.example/", RADIO, 1000).unwrap();
+        assert!((p.wired_rtt_s - 0.020).abs() < 1e-9);
+        assert!(p.n >= 2 && p.n <= MAX_CONNECTIONS, "n = {}", p.n);
+        assert_eq!(p.assignment.len(), 30);
+        // Balanced: per-connection loads differ by at most one object.
+        let mut loads = vec![0usize; p.n as usize];
+        for (_, c) in &p.assignment {
+            loads[*c] += 1;
+        }
+        let (lo, hi) = (loads.iter().min().unwrap(), loads.iter().max().unwrap());
+        assert!(hi - lo <= 1, "{loads:?}");
+        // A tiny page needs one connection.
+        let small = hint(1_000, 3, Some(20_000), 1000);
+        assert_eq!(
+            plan(&small, "http://www.a.example/", RADIO, 1000)
+                .unwrap()
+                .n,
+            1
+        );
+        // No wired RTT in the hint: radio only, and still a plan.
+        let no_rtt = hint(40_000, 30, None, 1000);
+        assert_eq!(
+            plan(&no_rtt, "http://www.a.example/", RADIO, 1000)
+                .unwrap()
+                .wired_rtt_s,
+            0.0
+        );
+    }
+}

@@ -1,0 +1,12 @@
+//! `mewa-client`: the hint-aware client of seed 000 (issue 5, "Client").
+//!
+//! - [`advice`] (pure): checks a received hint against sane bounds — it
+//!   comes from an unauthenticated channel — and turns it into a plan: the
+//!   number of parallel HTTP/2 connections (seed 000 Algorithm 1 with
+//!   BDP = radio bandwidth × (radio RTT + wired RTT)) and the size-balanced
+//!   object → connection map.
+//! - [`resolve`]: the DNS exchange with the edge (hint request option, UDP
+//!   then TCP when told to), timing it as the radio RTT.
+
+pub mod advice;
+pub mod resolve;

@@ -1,0 +1,233 @@
+//! The DNS exchange with the edge: an `A` query for the page's host that
+//! carries the hint request option, timed as the radio RTT (the edge sits at
+//! the base station, so one DNS round trip to it is one trip across the
+//! radio link plus the edge's answering time).
+//!
+//! Over UDP first; when the edge says the hint did not fit ("retry over
+//! TCP") or truncates the answer, the query is repeated over TCP (RFC 7766
+//! framing) for the hint. The hint is decoded here but not judged: bounds
+//! and freshness are [`crate::advice::check`]'s job.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use hickory_proto::op::{Edns, Message, MessageType, Query, ResponseCode};
+use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
+use hickory_proto::rr::{Name, RData, RecordType};
+use mewa_hint::dns::{HintRequest, HintResponse, OPTION_CODE};
+use mewa_hint::wire::Hint;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UdpSocket};
+
+use crate::advice::Fallback;
+
+/// Why the edge could not be asked at all (distinct from a missing or bad
+/// hint, which is a [`Fallback`] inside a successful answer).
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// The name or URL cannot be put in a query.
+    #[error("cannot ask for {what}: {why}")]
+    Query {
+        /// The host or URL.
+        what: String,
+        /// Why.
+        why: String,
+    },
+    /// A socket error talking to the edge.
+    #[error("talking to the edge at {edge}: {error}")]
+    Io {
+        /// The edge.
+        edge: SocketAddr,
+        /// The OS error.
+        error: std::io::Error,
+    },
+    /// No answer in time.
+    #[error("the edge at {edge} did not answer within {timeout:?}")]
+    Timeout {
+        /// The edge.
+        edge: SocketAddr,
+        /// The limit.
+        timeout: Duration,
+    },
+    /// An answer that is not a DNS answer to our query, or an error code.
+    #[error("bad answer from the edge at {edge}: {why}")]
+    Answer {
+        /// The edge.
+        edge: SocketAddr,
+        /// What was wrong.
+        why: String,
+    },
+}
+
+/// What the edge said.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The host's IPv4 addresses.
+    pub addrs: Vec<IpAddr>,
+    /// The hint, decoded, or why there is none.
+    pub hint: Result<Hint, Fallback>,
+    /// Wire size of the hint received, bytes (0 without one).
+    pub hint_bytes: usize,
+    /// Duration of the UDP exchange: the radio RTT estimate.
+    pub rtt: Duration,
+    /// Whether the hint had to be fetched over TCP.
+    pub over_tcp: bool,
+}
+
+fn query_id() -> u16 {
+    // Not a secret: the socket is connected to the edge, so a forged answer
+    // must also hit our ephemeral port. Varies per query all the same.
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    (n ^ (n >> 16)) as u16
+}
+
+fn build(host: &str, page_url: &str) -> Result<(u16, Vec<u8>), ResolveError> {
+    let bad = |what: &str, why: String| ResolveError::Query {
+        what: what.to_string(),
+        why,
+    };
+    let name = Name::from_ascii(format!("{}.", host.trim_end_matches('.')))
+        .map_err(|e| bad(host, e.to_string()))?;
+    let req = HintRequest {
+        page_url: page_url.to_string(),
+    }
+    .encode()
+    .map_err(|e| bad(page_url, e.to_string()))?;
+    let mut m = Message::query();
+    let id = query_id();
+    m.metadata.id = id;
+    m.metadata.recursion_desired = true;
+    m.add_query(Query::query(name, RecordType::A));
+    let mut e = Edns::new();
+    e.set_max_payload(1232);
+    e.options_mut()
+        .insert(EdnsOption::Unknown(OPTION_CODE, req));
+    m.set_edns(e);
+    let bytes = m.to_vec().map_err(|e| bad(host, e.to_string()))?;
+    Ok((id, bytes))
+}
+
+/// Asks the edge at `edge` for `host`'s address and the hint of `page_url`.
+pub async fn resolve(
+    edge: SocketAddr,
+    host: &str,
+    page_url: &str,
+    timeout: Duration,
+) -> Result<Resolved, ResolveError> {
+    let (id, q) = build(host, page_url)?;
+    let io = |error| ResolveError::Io { edge, error };
+    let bind: SocketAddr = if edge.is_ipv4() {
+        ([0, 0, 0, 0], 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let sock = UdpSocket::bind(bind).await.map_err(io)?;
+    sock.connect(edge).await.map_err(io)?;
+    let t0 = Instant::now();
+    sock.send(&q).await.map_err(io)?;
+    let mut buf = vec![0u8; 4096];
+    let answer = tokio::time::timeout(timeout, async {
+        loop {
+            let n = sock.recv(&mut buf).await?;
+            // Ignore anything that is not the answer to this query.
+            if let Ok(m) = Message::from_vec(&buf[..n]) {
+                if m.metadata.id == id && m.metadata.message_type == MessageType::Response {
+                    return Ok::<_, std::io::Error>(m);
+                }
+            }
+        }
+    })
+    .await
+    .map_err(|_| ResolveError::Timeout { edge, timeout })?
+    .map_err(io)?;
+    let rtt = t0.elapsed();
+    let mut r = read(&answer, edge, rtt)?;
+    let retry = answer.metadata.truncation
+        || matches!(hint_option(&answer), Some(Ok(HintResponse::RetryTcp)));
+    if retry {
+        let m = tokio::time::timeout(timeout, tcp_exchange(edge, &q, id))
+            .await
+            .map_err(|_| ResolveError::Timeout { edge, timeout })??;
+        let again = read(&m, edge, rtt)?;
+        r = Resolved {
+            over_tcp: true,
+            addrs: if again.addrs.is_empty() {
+                r.addrs
+            } else {
+                again.addrs
+            },
+            ..again
+        };
+    }
+    Ok(r)
+}
+
+async fn tcp_exchange(edge: SocketAddr, q: &[u8], id: u16) -> Result<Message, ResolveError> {
+    let io = |error| ResolveError::Io { edge, error };
+    let mut s = TcpStream::connect(edge).await.map_err(io)?;
+    let len = u16::try_from(q.len()).map_err(|_| ResolveError::Answer {
+        edge,
+        why: "query too long".into(),
+    })?;
+    let mut out = len.to_be_bytes().to_vec();
+    out.extend_from_slice(q);
+    s.write_all(&out).await.map_err(io)?;
+    let mut l = [0u8; 2];
+    s.read_exact(&mut l).await.map_err(io)?;
+    let mut b = vec![0u8; usize::from(u16::from_be_bytes(l))];
+    s.read_exact(&mut b).await.map_err(io)?;
+    let m = Message::from_vec(&b).map_err(|e| ResolveError::Answer {
+        edge,
+        why: e.to_string(),
+    })?;
+    if m.metadata.id != id {
+        return Err(ResolveError::Answer {
+            edge,
+            why: "answer over TCP for another query".into(),
+        });
+    }
+    Ok(m)
+}
+
+fn hint_option(m: &Message) -> Option<Result<HintResponse, String>> {
+    match m.edns.as_ref()?.option(EdnsCode::Unknown(OPTION_CODE))? {
+        EdnsOption::Unknown(_, d) => Some(HintResponse::decode(d).map_err(|e| e.to_string())),
+        _ => None,
+    }
+}
+
+fn read(m: &Message, edge: SocketAddr, rtt: Duration) -> Result<Resolved, ResolveError> {
+    if m.metadata.response_code != ResponseCode::NoError {
+        return Err(ResolveError::Answer {
+            edge,
+            why: format!("response code {}", m.metadata.response_code),
+        });
+    }
+    let addrs = m
+        .answers
+        .iter()
+        .filter_map(|r| match &r.data {
+            RData::A(a) => Some(IpAddr::V4(a.0)),
+            _ => None,
+        })
+        .collect();
+    let (hint, hint_bytes) = match hint_option(m) {
+        None => (Err(Fallback::Missing), 0),
+        Some(Err(e)) => (Err(Fallback::Malformed(e)), 0),
+        Some(Ok(HintResponse::Unknown)) => (Err(Fallback::Unknown), 0),
+        Some(Ok(HintResponse::RetryTcp)) => (Err(Fallback::Missing), 0),
+        Some(Ok(HintResponse::Hint(b))) => (
+            Hint::from_bytes(&b).map_err(|e| Fallback::Malformed(e.to_string())),
+            b.len(),
+        ),
+    };
+    Ok(Resolved {
+        addrs,
+        hint,
+        hint_bytes,
+        rtt,
+        over_tcp: false,
+    })
+}

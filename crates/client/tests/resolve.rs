@@ -1,0 +1,193 @@
+//! The client's resolver against the real edge DNS server on loopback: the
+//! hint over UDP, over TCP when it does not fit, the fallbacks, and a plan
+//! made from what arrived.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mewa_client::advice::{plan, Fallback, Radio};
+use mewa_client::resolve::resolve;
+use mewa_edge::dns::{Responder, Zone};
+use mewa_edge::hints::{HintBook, HintPolicy};
+use mewa_edge::server::{bind_udp, serve, EdgeDns};
+use mewa_hint::page::{Discovery, ObjectMeta, OriginRtt, PageMeta};
+use tokio::net::{TcpListener, UdpSocket};
+
+fn page(host: &str, n: usize, origins: usize) -> PageMeta {
+    let url = format!("http://{host}/");
+    PageMeta {
+        url: url.clone(),
+        objects: (0..n)
+            .map(|i| {
+                let h = if i % origins == 0 {
+                    host.to_string()
+                } else {
+                    format!("o{}.{host}", i % origins)
+                };
+                ObjectMeta {
+                    url: format!("http://{h}/{i}.jpg"),
+                    host: h,
+                    size: Some(20_000 + 311 * i as u64),
+                    content_type: None,
+                    last_modified: None,
+                    etag: None,
+                    discovery: Discovery::Parser,
+                    parent: None,
+                }
+            })
+            .collect(),
+        computation_ms: None,
+    }
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+async fn edge() -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let zone = Zone::new(
+        ["www.small.example", "www.big.example"]
+            .map(|h| (h.to_string(), vec!["10.0.0.2".parse().unwrap()])),
+        30,
+    );
+    let dns = Arc::new(EdgeDns::new(
+        Responder {
+            zone,
+            max_udp_payload: 1232,
+            upstream: false,
+        },
+        Vec::new(),
+        None,
+    ));
+    let mut rtts = HashMap::new();
+    rtts.insert(
+        "www.small.example".to_string(),
+        OriginRtt {
+            host: "www.small.example".into(),
+            rtt_us: 20_000,
+            measured_at_unix_s: now(),
+        },
+    );
+    let (book, _) = HintBook::build(
+        vec![
+            page("www.small.example", 30, 1),
+            page("www.big.example", 1500, 150),
+        ],
+        &rtts,
+        HintPolicy {
+            alpha: 0.5,
+            ttl_s: 300,
+        },
+        now(),
+    );
+    dns.set_book(book);
+    let udp = bind_udp("127.0.0.1:0".parse().unwrap(), 1).unwrap();
+    let addr = udp[0].local_addr().unwrap();
+    let tcp = TcpListener::bind(addr).await.unwrap();
+    (addr, tokio::spawn(serve(dns, udp, tcp)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hints_arrive_and_become_plans_or_fallbacks() {
+    let (addr, task) = edge().await;
+    let t = Duration::from_secs(3);
+
+    let r = resolve(addr, "www.small.example", "http://www.small.example/", t)
+        .await
+        .unwrap();
+    assert_eq!(
+        r.addrs,
+        vec!["10.0.0.2".parse::<std::net::IpAddr>().unwrap()]
+    );
+    assert!(!r.over_tcp);
+    assert!(
+        r.hint_bytes > 0 && r.hint_bytes <= 1000,
+        "{} bytes",
+        r.hint_bytes
+    );
+    assert!(r.rtt < Duration::from_secs(1));
+    let hint = r.hint.unwrap();
+    let p = plan(
+        &hint,
+        "http://www.small.example/",
+        Radio {
+            bandwidth_bps: 32e6,
+            rtt_s: 0.045,
+        },
+        now(),
+    )
+    .unwrap();
+    assert!((p.wired_rtt_s - 0.020).abs() < 1e-9);
+    assert!(p.n >= 1 && p.n <= 6);
+    assert_eq!(p.assignment.len(), 30);
+
+    // 1500 objects on 150 origins: no room in UDP, fetched over TCP, full.
+    let r = resolve(addr, "www.big.example", "http://www.big.example/", t)
+        .await
+        .unwrap();
+    let hint = r.hint.unwrap();
+    assert!(r.over_tcp || hint.partial, "neither TCP nor partial");
+    assert_eq!(hint.object_count, 1500);
+
+    // Unknown page; a host that is not in the zone.
+    let r = resolve(
+        addr,
+        "www.small.example",
+        "http://www.small.example/nope",
+        t,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.hint.unwrap_err(), Fallback::Unknown);
+    let e = resolve(addr, "elsewhere.example", "http://elsewhere.example/", t)
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("Refused") || e.to_string().contains("response code"),
+        "{e}"
+    );
+    task.abort();
+}
+
+#[tokio::test]
+async fn a_silent_or_hintless_edge_is_handled() {
+    // An "edge" that never answers.
+    let mute = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let e = resolve(
+        mute.local_addr().unwrap(),
+        "a.example",
+        "http://a.example/",
+        Duration::from_millis(300),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.to_string().contains("did not answer"), "{e}");
+
+    // A resolver that strips options: answers without OPT.
+    let plain = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = plain.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 2048];
+        while let Ok((n, from)) = plain.recv_from(&mut buf).await {
+            let q = hickory_proto::op::Message::from_vec(&buf[..n]).unwrap();
+            let mut r = hickory_proto::op::Message::response(q.metadata.id, q.metadata.op_code);
+            r.add_queries(q.queries.clone());
+            let _ = plain.send_to(&r.to_vec().unwrap(), from).await;
+        }
+    });
+    let r = resolve(
+        addr,
+        "a.example",
+        "http://a.example/",
+        Duration::from_secs(2),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.hint.unwrap_err(), Fallback::Missing);
+}
