@@ -4,6 +4,7 @@
 mod bench;
 mod bench_edge;
 mod bench_origin;
+mod client;
 mod corpus;
 mod edge;
 mod hint;
@@ -44,6 +45,9 @@ enum Cmd {
     /// The Mobile Edge Hint server: DNS with page hints, page-metadata
     /// store, latency monitor, admin API (docs/EDGE.md).
     Edge(edge::EdgeCmd),
+    /// The hint-aware client: ask the edge for a page's hint and show the
+    /// plan (connections, assignment) or the fallback reason.
+    Client(client::ClientCmd),
     /// Experiments over emulated links with real kernel TCP and the
     /// built-in page loader (needs root).
     Lab(lab::LabCmd),
@@ -62,6 +66,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Corpus(c) => corpus::run(c).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Origin(o) => origin::run(o).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Edge(e) => edge::run(e).map(|()| std::process::ExitCode::SUCCESS),
+        Cmd::Client(c) => client::run(c).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Lab(l) => lab::run(l).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Bench(b) => bench::run(b).map(|()| std::process::ExitCode::SUCCESS),
     };

@@ -1,0 +1,128 @@
+//! `mewa client …`: the hint-aware client (docs/EDGE.md, "Client").
+
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use mewa_client::advice::{plan, Radio};
+use mewa_client::resolve::resolve;
+
+#[derive(Debug, Args)]
+pub struct ClientCmd {
+    #[command(subcommand)]
+    which: Which,
+}
+
+#[derive(Debug, Subcommand)]
+enum Which {
+    /// Ask the edge for a page's hint (DNS with the hint request) and print
+    /// what the client would do: the number of connections with the inputs
+    /// of Algorithm 1 and the size-balanced assignment, or why it falls back
+    /// to plain behaviour.
+    Plan(PlanArgs),
+}
+
+#[derive(Debug, Args)]
+struct PlanArgs {
+    /// The page, e.g. http://www.example.com/.
+    url: String,
+    /// The edge's DNS address.
+    #[arg(long, default_value = "127.0.0.1:53")]
+    edge: SocketAddr,
+    /// Radio bandwidth in Mbit/s (seed 000 §IV: 32).
+    #[arg(long, default_value_t = 32.0)]
+    mbit: f64,
+    /// Radio RTT in ms; default: the DNS exchange with the edge, as measured.
+    #[arg(long)]
+    radio_rtt_ms: Option<f64>,
+    /// How long to wait for the edge, ms.
+    #[arg(long, default_value_t = 2000)]
+    timeout_ms: u64,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(cmd: ClientCmd) -> anyhow::Result<()> {
+    match cmd.which {
+        Which::Plan(a) => plan_cmd(&a),
+    }
+}
+
+fn plan_cmd(a: &PlanArgs) -> anyhow::Result<()> {
+    let host = mewa_hint::page::host_of(&a.url)
+        .with_context(|| format!("`{}` is not an absolute http(s) URL", a.url))?;
+    if !(a.mbit.is_finite() && a.mbit > 0.0) {
+        bail!("--mbit must be a positive number of Mbit/s");
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let r = rt.block_on(resolve(
+        a.edge,
+        &host,
+        &a.url,
+        Duration::from_millis(a.timeout_ms),
+    ))?;
+    let radio = Radio {
+        bandwidth_bps: a.mbit * 1e6,
+        rtt_s: a.radio_rtt_ms.map_or(r.rtt.as_secs_f64(), |m| m / 1000.0),
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let outcome = r
+        .hint
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|h| plan(h, &a.url, radio, now));
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "addresses": r.addrs,
+                "dns_rtt_ms": r.rtt.as_secs_f64() * 1000.0,
+                "hint_bytes": r.hint_bytes,
+                "over_tcp": r.over_tcp,
+                "plan": outcome.as_ref().ok(),
+                "fallback": outcome.as_ref().err().map(ToString::to_string),
+            }))?
+        );
+        return Ok(());
+    }
+    println!(
+        "{host} -> {:?}; DNS exchange {:.1} ms; hint {} bytes{}",
+        r.addrs,
+        r.rtt.as_secs_f64() * 1000.0,
+        r.hint_bytes,
+        if r.over_tcp { " (over TCP)" } else { "" }
+    );
+    match outcome {
+        Ok(p) => {
+            println!(
+                "plan: n = {} connection(s) for {} bytes; RTT {:.1} ms radio + {:.1} ms wired at {:.1} Mbit/s; \
+                 modelled {:.3} s with 1, {:.3} s with n; gains {:?} against cost {:.3}",
+                p.n,
+                p.page_bytes,
+                p.radio_rtt_s * 1000.0,
+                p.wired_rtt_s * 1000.0,
+                p.bandwidth_bps / 1e6,
+                p.choice.t1_s,
+                p.choice.tn_s,
+                p.choice.gains.iter().map(|g| (g * 1000.0).round() / 1000.0).collect::<Vec<_>>(),
+                p.choice.cost
+            );
+            let mut per = vec![0usize; p.n as usize];
+            for (_, c) in &p.assignment {
+                if let Some(x) = per.get_mut(*c) {
+                    *x += 1;
+                }
+            }
+            println!("objects per connection (size-balanced): {per:?}");
+        }
+        Err(f) => println!("fallback to plain behaviour: {f}"),
+    }
+    Ok(())
+}
