@@ -318,4 +318,41 @@ mod tests {
             0.0
         );
     }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever a decoded hint says, checking and planning never panic,
+        /// and an accepted plan stays within its bounds.
+        #[test]
+        fn any_hint_gives_a_bounded_plan_or_a_reason(
+            total in 0u64..300_000_000,
+            count in 0u32..30_000,
+            ttl in 0u32..100_000,
+            made in 0u64..2_000_000_000,
+            rtt in proptest::option::of(0u32..100_000),
+            alpha in 0u32..2_000_000,
+            sizes in proptest::collection::vec(0u8..=255, 0..200),
+            bw in -1e6f64..1e10,
+            radio_rtt in -1.0f64..100.0,
+        ) {
+            let mut h = hint(1000, 2, None, made);
+            h.total_bytes = total;
+            h.object_count = count;
+            h.ttl_s = ttl;
+            h.alpha_milli = alpha;
+            h.origins[0].rtt_100us = rtt;
+            h.origins[0].objects = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| mewa_hint::wire::HintObject { url_hash: i as u32, size_code: c })
+                .collect();
+            let radio = Radio { bandwidth_bps: bw, rtt_s: radio_rtt };
+            if let Ok(p) = plan(&h, "http://www.a.example/", radio, made + 1) {
+                prop_assert!((1..=MAX_CONNECTIONS).contains(&p.n));
+                prop_assert!(p.assignment.iter().all(|&(_, c)| c < p.n as usize));
+                prop_assert!(p.wired_rtt_s <= MAX_WIRED_RTT_S);
+            }
+        }
+    }
 }
