@@ -203,26 +203,10 @@ pub fn plan(hint: &Hint, page_url: &str, radio: Radio, now_unix_s: u64) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mewa_hint::page::{Discovery, ObjectMeta, OriginRtt, PageContext, PageMeta};
+    use mewa_hint::page::{synthetic_page, OriginRtt, PageContext};
 
     fn hint(bytes_each: u64, n: usize, wired_us: Option<u32>, made: u64) -> Hint {
-        let url = "http://www.a.example/";
-        let page = PageMeta {
-            url: url.into(),
-            objects: (0..n)
-                .map(|i| ObjectMeta {
-                    url: format!("{url}{i}"),
-                    host: "www.a.example".into(),
-                    size: Some(bytes_each + i as u64),
-                    content_type: None,
-                    last_modified: None,
-                    etag: None,
-                    discovery: Discovery::Parser,
-                    parent: None,
-                })
-                .collect(),
-            computation_ms: None,
-        };
+        let page = synthetic_page("http://www.a.example/", n, 1, |i| bytes_each + i as u64);
         let ctx = PageContext {
             page,
             origins: wired_us

@@ -13,34 +13,13 @@ use mewa_client::resolve::resolve;
 use mewa_edge::dns::{Responder, Zone};
 use mewa_edge::hints::{HintBook, HintPolicy};
 use mewa_edge::server::{bind_udp, serve, EdgeDns};
-use mewa_hint::page::{Discovery, ObjectMeta, OriginRtt, PageMeta};
+use mewa_hint::page::{synthetic_page, OriginRtt, PageMeta};
 use tokio::net::{TcpListener, UdpSocket};
 
 fn page(host: &str, n: usize, origins: usize) -> PageMeta {
-    let url = format!("http://{host}/");
-    PageMeta {
-        url: url.clone(),
-        objects: (0..n)
-            .map(|i| {
-                let h = if i % origins == 0 {
-                    host.to_string()
-                } else {
-                    format!("o{}.{host}", i % origins)
-                };
-                ObjectMeta {
-                    url: format!("http://{h}/{i}.jpg"),
-                    host: h,
-                    size: Some(20_000 + 311 * i as u64),
-                    content_type: None,
-                    last_modified: None,
-                    etag: None,
-                    discovery: Discovery::Parser,
-                    parent: None,
-                }
-            })
-            .collect(),
-        computation_ms: None,
-    }
+    synthetic_page(&format!("http://{host}/"), n, origins, |i| {
+        20_000 + 311 * i as u64
+    })
 }
 
 fn now() -> u64 {

@@ -138,42 +138,12 @@ impl HintBook {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use mewa_hint::page::{Discovery, ObjectMeta};
 
-    /// A page of `n` objects of `size` bytes on `hosts` hosts.
+    /// A page of `n` objects of about `size` bytes on `hosts` hosts.
     pub(crate) fn page(url: &str, n: usize, size: u64, hosts: usize) -> PageMeta {
-        let host = host_of(url).expect("absolute URL");
-        let mut objects = vec![ObjectMeta {
-            url: url.to_string(),
-            host: host.clone(),
-            size: Some(size),
-            content_type: Some("text/html".into()),
-            last_modified: None,
-            etag: None,
-            discovery: Discovery::Document,
-            parent: None,
-        }];
-        for i in 1..n {
-            let h = if hosts > 1 {
-                format!("cdn{}.{host}", i % hosts)
-            } else {
-                host.clone()
-            };
-            objects.push(ObjectMeta {
-                url: format!("http://{h}/o/{i}.jpg"),
-                host: h,
-                size: Some(size + i as u64),
-                content_type: Some("image/jpeg".into()),
-                last_modified: None,
-                etag: None,
-                discovery: Discovery::Parser,
-                parent: Some(0),
-            });
-        }
         PageMeta {
-            url: url.to_string(),
-            objects,
             computation_ms: Some(120),
+            ..mewa_hint::page::synthetic_page(url, n, hosts, |i| size + i as u64)
         }
     }
 

@@ -12,7 +12,7 @@ use hickory_proto::rr::{Name, RecordType};
 use mewa_edge::app::{with_store, Edge};
 use mewa_edge::config::EdgeConfig;
 use mewa_hint::dns::{HintRequest, HintResponse, OPTION_CODE};
-use mewa_hint::page::{Discovery, ObjectMeta, PageMeta};
+use mewa_hint::page::{synthetic_page, PageMeta};
 use mewa_hint::wire::Hint;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
@@ -21,24 +21,8 @@ const PAGE: &str = "http://www.shop.example/";
 
 fn page() -> PageMeta {
     PageMeta {
-        url: PAGE.into(),
-        objects: (0..20)
-            .map(|i| ObjectMeta {
-                url: format!("{PAGE}{i}.css"),
-                host: "www.shop.example".into(),
-                size: Some(5_000 * (i + 1)),
-                content_type: None,
-                last_modified: None,
-                etag: None,
-                discovery: if i == 0 {
-                    Discovery::Document
-                } else {
-                    Discovery::Parser
-                },
-                parent: (i > 0).then_some(0),
-            })
-            .collect(),
         computation_ms: Some(300),
+        ..synthetic_page(PAGE, 20, 1, |i| 5_000 * (i as u64 + 1))
     }
 }
 

@@ -17,45 +17,10 @@ use mewa_edge::dns::{Responder, Zone};
 use mewa_edge::hints::{HintBook, HintPolicy};
 use mewa_edge::server::{bind_udp, serve, EdgeDns};
 use mewa_hint::dns::{decode_txt, txt_query_name, HintRequest, HintResponse, OPTION_CODE};
-use mewa_hint::page::{Discovery, ObjectMeta, PageMeta};
+use mewa_hint::page::synthetic_page;
 use mewa_hint::wire::Hint;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
-
-fn page(url: &str, host: &str, n: usize, hosts: usize) -> PageMeta {
-    let objects = (0..n)
-        .map(|i| {
-            let h = if i == 0 || hosts < 2 {
-                host.to_string()
-            } else {
-                format!("cdn{}.{host}", i % hosts)
-            };
-            ObjectMeta {
-                url: if i == 0 {
-                    url.to_string()
-                } else {
-                    format!("http://{h}/img/{i}.jpg")
-                },
-                host: h,
-                size: Some(10_000 + i as u64 * 37),
-                content_type: None,
-                last_modified: None,
-                etag: None,
-                discovery: if i == 0 {
-                    Discovery::Document
-                } else {
-                    Discovery::Parser
-                },
-                parent: if i == 0 { None } else { Some(0) },
-            }
-        })
-        .collect();
-    PageMeta {
-        url: url.to_string(),
-        objects,
-        computation_ms: Some(50),
-    }
-}
 
 struct Edge {
     dns: Arc<EdgeDns>,
@@ -85,8 +50,8 @@ async fn start(upstream: Option<SocketAddr>, forward_from: &[&str]) -> Edge {
     let dns = Arc::new(EdgeDns::new(responder, nets, upstream));
     let (book, failed) = HintBook::build(
         vec![
-            page("http://www.a.example/", "www.a.example", 30, 1),
-            page("http://big.example/", "big.example", 600, 60),
+            synthetic_page("http://www.a.example/", 30, 1, |i| 10_000 + i as u64 * 37),
+            synthetic_page("http://big.example/", 600, 60, |i| 10_000 + i as u64 * 37),
         ],
         &HashMap::new(),
         HintPolicy {

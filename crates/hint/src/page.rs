@@ -139,6 +139,52 @@ pub struct PageContext {
     pub generated_at_unix_s: u64,
 }
 
+/// A made-up page for tests, benchmarks and examples: object 0 is the
+/// document at `url`; objects `1..n` are images whose host cycles through
+/// the document's host and `o1.<host>` … `o<origins-1>.<host>`, found by the
+/// parser in the document, `size(i)` bytes each (the document included).
+/// Deterministic.
+pub fn synthetic_page(
+    url: &str,
+    n: usize,
+    origins: usize,
+    size: impl Fn(usize) -> u64,
+) -> PageMeta {
+    let host = host_of(url).unwrap_or_default();
+    let objects = (0..n)
+        .map(|i| {
+            let h = match i % origins.max(1) {
+                0 => host.clone(),
+                k => format!("o{k}.{host}"),
+            };
+            let document = i == 0;
+            ObjectMeta {
+                url: if document {
+                    url.to_string()
+                } else {
+                    format!("http://{h}/img/{i}.jpg")
+                },
+                host: if document { host.clone() } else { h },
+                size: Some(size(i)),
+                content_type: Some(if document { "text/html" } else { "image/jpeg" }.into()),
+                last_modified: None,
+                etag: None,
+                discovery: if document {
+                    Discovery::Document
+                } else {
+                    Discovery::Parser
+                },
+                parent: (!document).then_some(0),
+            }
+        })
+        .collect();
+    PageMeta {
+        url: url.to_string(),
+        objects,
+        computation_ms: None,
+    }
+}
+
 /// Host part of an absolute http(s) URL, lower-cased, without userinfo or port.
 /// Returns `None` for anything that is not `scheme://host…`.
 pub fn host_of(url: &str) -> Option<String> {

@@ -26,7 +26,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use mewa_edge::store::Store;
 use mewa_hint::dns::{HintRequest, OPTION_CODE};
-use mewa_hint::page::{Discovery, ObjectMeta, PageMeta};
+use mewa_hint::page::{synthetic_page, PageMeta};
 use serde::Serialize;
 
 use crate::bench_origin::{find_program, TempDir};
@@ -68,44 +68,14 @@ struct Row {
 
 const ZONE: &str = "bench.example";
 
+/// The page of host `wwwI`: 20–80 objects on 3 origins, 2–92 KB each.
 fn page(i: usize) -> PageMeta {
-    let host = format!("www{i}.{ZONE}");
-    let url = format!("http://{host}/");
     let n = 20 + (i * 37) % 61;
     PageMeta {
-        url: url.clone(),
-        objects: (0..n)
-            .map(|k| ObjectMeta {
-                url: if k == 0 {
-                    url.clone()
-                } else {
-                    format!(
-                        "http://{}/o/{k}.jpg",
-                        if k % 3 == 0 {
-                            format!("cdn.{ZONE}")
-                        } else {
-                            host.clone()
-                        }
-                    )
-                },
-                host: if k > 0 && k % 3 == 0 {
-                    format!("cdn.{ZONE}")
-                } else {
-                    host.clone()
-                },
-                size: Some(2_000 + ((k * 7919 + i * 104_729) % 90_000) as u64),
-                content_type: None,
-                last_modified: None,
-                etag: None,
-                discovery: if k == 0 {
-                    Discovery::Document
-                } else {
-                    Discovery::Parser
-                },
-                parent: (k > 0).then_some(0),
-            })
-            .collect(),
         computation_ms: Some(100),
+        ..synthetic_page(&format!("http://www{i}.{ZONE}/"), n, 3, |k| {
+            2_000 + ((k * 7919 + i * 104_729) % 90_000) as u64
+        })
     }
 }
 
