@@ -94,6 +94,11 @@ struct LoadArgs {
     /// (default 1).
     #[arg(long)]
     connections: Option<usize>,
+    /// How objects are spread over n h2/h3 connections: `least` (fewest
+    /// outstanding bytes), `round-robin`, or `warm-first` (HTML/CSS/JS on the
+    /// connection that carried the document, leaves by least outstanding).
+    #[arg(long, default_value = "least")]
+    assign: String,
     /// Round-trip time of the link.
     #[arg(long, default_value = "100ms")]
     rtt: String,
@@ -496,6 +501,12 @@ fn run_load(a: LoadArgs) -> anyhow::Result<()> {
         opts.connections = n;
         opts.preconnect = n > 1 && protocol != Protocol::H1;
     }
+    opts.assign = match a.assign.as_str() {
+        "least" => std::sync::Arc::new(mewa_lab::loader::LeastOutstanding),
+        "round-robin" => std::sync::Arc::new(mewa_lab::loader::RoundRobin::default()),
+        "warm-first" => std::sync::Arc::new(mewa_lab::loader::WarmFirst),
+        other => bail!("--assign {other}: give least, round-robin or warm-first"),
+    };
     let opts = bed.options(opts);
     let mut t = Table::new(&[
         "page",

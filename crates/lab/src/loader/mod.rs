@@ -81,6 +81,34 @@ impl Assign for LeastOutstanding {
     }
 }
 
+/// Objects that reveal others (HTML, CSS, scripts) go to connection 0 —
+/// the one that carried the document, whose window has grown — and the
+/// rest (images, fonts: leaves) to the connection with the fewest
+/// outstanding bytes. Why: preconnected extra connections sit idle while
+/// the document loads and are still at their initial window when its
+/// children are requested; a CSS file placed on one finishes late and
+/// delays everything it reveals (docs/LAB.md).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WarmFirst;
+
+impl WarmFirst {
+    /// Whether an object can reveal others (by content type).
+    pub fn reveals(object: &Object) -> bool {
+        let t = object.content_type.as_str();
+        t.starts_with("text/html") || t.starts_with("text/css") || t.contains("javascript")
+    }
+}
+
+impl Assign for WarmFirst {
+    fn pick(&self, object: &Object, outstanding: &[u64]) -> usize {
+        if WarmFirst::reveals(object) {
+            0
+        } else {
+            LeastOutstanding.pick(object, outstanding)
+        }
+    }
+}
+
 /// A precomputed object → connection map (e.g. seed 000's size-balanced
 /// assignment from a hint), keyed by URL; objects it does not name go to
 /// the least-loaded connection.
@@ -352,4 +380,39 @@ pub async fn load(page: &Page, opts: &LoadOptions) -> Result<LoadRecord, LoadErr
         .objects
         .sort_by_key(|o| (o.discovered_us, o.request_us, o.id));
     Ok(record)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mewa_corpus::Discovery;
+
+    fn obj(content_type: &str) -> Object {
+        Object {
+            id: 1,
+            host: "a.example".into(),
+            path: "/x".into(),
+            size: 1000,
+            content_type: content_type.into(),
+            parent: Some(0),
+            discovery: Discovery::Html,
+            compute_ms: 0,
+        }
+    }
+
+    #[test]
+    fn warm_first_keeps_revealing_objects_on_the_document_connection() {
+        let loads = [50_000, 0, 10];
+        for t in [
+            "text/html",
+            "text/css",
+            "application/javascript",
+            "text/javascript",
+        ] {
+            assert_eq!(WarmFirst.pick(&obj(t), &loads), 0, "{t}");
+        }
+        for t in ["image/jpeg", "font/woff2"] {
+            assert_eq!(WarmFirst.pick(&obj(t), &loads), 1, "{t}");
+        }
+    }
 }
