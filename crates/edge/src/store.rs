@@ -17,23 +17,37 @@
 //! commits, never consistency). Migrations are ordered SQL batches, each
 //! applied in one transaction that also bumps the version; a file written by
 //! a newer mewa is refused and left untouched.
+//!
+//! Other choices: WAL also lets the admin API read while the DNS server
+//! flushes query counts. Sizes and times are `u64` in Rust but SQLite
+//! integers are `i64`: a value that does not fit is an error, never a wrap.
+//! Rows are validated when read (discovery code, non-negative sizes, parent
+//! indexes inside the page), so a hand-edited or damaged file gives an error
+//! naming the page, not a panic or a silently wrong hint. Query counts are
+//! kept per minute so that "most queried in the last hour" is one indexed
+//! range sum, at the price of minute granularity.
 
 use std::path::{Path, PathBuf};
 
 use mewa_hint::page::{host_of, strip_fragment, Discovery, ObjectMeta, OriginRtt, PageMeta};
 use mewa_hint::wire::url_hash;
-use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use serde::Serialize;
 
-/// The schema version this program writes.
+/// The schema version this program writes: the number of [`MIGRATIONS`].
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// How long to wait for another process's lock (an import running while the
+/// edge serves) before giving up with "database is locked".
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Raw latency samples kept per origin host.
 pub const SAMPLES_KEPT: usize = 1000;
 
 /// Ordered migrations: `MIGRATIONS[i]` takes the schema from version `i` to
-/// `i + 1`.
-const MIGRATIONS: [&str; 1] = ["
+/// `i + 1`. Append only: a released batch is never edited, since files out
+/// there were built by it.
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = ["
 CREATE TABLE pages (
     id INTEGER PRIMARY KEY,
     url TEXT NOT NULL UNIQUE,
@@ -107,6 +121,16 @@ pub enum StoreError {
         /// What is wrong.
         what: String,
     },
+    /// A value in a non-page table that this program cannot have written
+    /// (an origin's RTT, a latency sample, a query count), or a value to be
+    /// written that does not fit SQLite's 64-bit signed integers.
+    #[error("store {path}: {what}")]
+    BadValue {
+        /// The store file.
+        path: PathBuf,
+        /// Which value and what is wrong with it.
+        what: String,
+    },
     /// A page that cannot be stored as given.
     #[error("page {url}: {what}")]
     BadPage {
@@ -126,7 +150,7 @@ pub enum StoreError {
 }
 
 /// A stored page.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StoredPage {
     /// The page and its objects.
     pub meta: PageMeta,
@@ -191,37 +215,58 @@ fn i64_of(v: u64, url: &str, what: &str) -> Result<i64, StoreError> {
 }
 
 impl Store {
-    /// Opens (creating if missing) and migrates the store at `path`.
+    /// Opens the store at `path`, creating the file if missing (not its
+    /// directory), and migrates it to [`SCHEMA_VERSION`]. The version is read
+    /// before anything is written, so a file that is not SQLite, or that a
+    /// newer mewa wrote, is refused and left as it was. Then: WAL journal
+    /// (readers do not block the writer, a crash leaves the last commit),
+    /// `synchronous=NORMAL` (durable against a process crash, may lose the
+    /// last commits on power loss, and saves an fsync per commit),
+    /// `foreign_keys=ON` (objects go with their page) and a busy timeout.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         let sq = |error| StoreError::Sqlite {
             path: path.to_path_buf(),
             error,
         };
         let conn = Connection::open(path).map_err(sq)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(sq)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(sq)?;
         // Reading the version first also tells a non-database file apart
         // before anything is written to it.
-        let found: u32 = conn
+        let found: i64 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(sq)?;
+        let found = u32::try_from(found).map_err(|_| StoreError::BadValue {
+            path: path.to_path_buf(),
+            what: format!("schema version {found} was not written by mewa"),
+        })?;
         if found > SCHEMA_VERSION {
             return Err(StoreError::Newer {
                 path: path.to_path_buf(),
                 found,
             });
         }
-        conn.query_row("PRAGMA journal_mode=WAL", [], |_| Ok(()))
-            .map_err(sq)?;
+        set_wal(&conn, path)?;
         conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
             .map_err(sq)?;
         let mut store = Store {
             conn,
             path: path.to_path_buf(),
         };
-        for v in found..SCHEMA_VERSION {
-            let tx = store.conn.transaction().map_err(sq)?;
-            tx.execute_batch(MIGRATIONS[v as usize]).map_err(sq)?;
+        for (v, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+            // IMMEDIATE takes the write lock before the version is read
+            // again, so two processes opening a fresh file at once cannot
+            // both run the same migration (the second sees it done).
+            let tx = store
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(sq)?;
+            let now: u32 = tx
+                .query_row("PRAGMA user_version", [], |r| r.get(0))
+                .map_err(sq)?;
+            if now as usize > v {
+                continue;
+            }
+            tx.execute_batch(sql).map_err(sq)?;
             tx.execute_batch(&format!("PRAGMA user_version = {}", v + 1))
                 .map_err(sq)?;
             tx.commit().map_err(sq)?;
@@ -260,9 +305,13 @@ impl Store {
             .map(|_| ())
     }
 
-    /// Stores many pages in one transaction: all of them or none. A page is
-    /// refused (and with it the batch) when a parent index points outside
-    /// its objects or a size does not fit SQLite's integers.
+    /// Stores many pages in one transaction: all of them or none (a bulk
+    /// import must not leave half a file's pages behind). A page is refused,
+    /// and with it the whole batch, when its URL has no host, a parent index
+    /// points outside its objects, or a size or time does not fit SQLite's
+    /// signed 64-bit integers. The same URL twice in one batch is allowed:
+    /// the later page wins, as if the pages had been put one by one.
+    /// Returns the number of pages written.
     pub fn put_pages(
         &mut self,
         pages: &[PageMeta],
@@ -308,7 +357,9 @@ impl Store {
     }
 
     /// The page whose URL hashes to `hash` and whose document is on `host`
-    /// (the TXT fallback's question).
+    /// (the TXT fallback's question). Two URLs of one host with the same
+    /// 32-bit hash are possible; then the first by URL answers, so the
+    /// answer is at least stable.
     pub fn page_by_hash(&self, host: &str, hash: u32) -> Result<Option<StoredPage>, StoreError> {
         let url: Option<String> = self
             .conn
@@ -426,21 +477,40 @@ impl Store {
             .map_err(self.sq())?;
         let rows = stmt
             .query_map([], |r| {
-                Ok(PageSummary {
-                    url: r.get(0)?,
-                    objects: r.get::<_, i64>(1)?.max(0) as u64,
-                    known_bytes: r.get::<_, i64>(2)?.max(0) as u64,
-                    unknown_sizes: r.get::<_, i64>(3)?.max(0) as u64,
-                    computation_ms: r
-                        .get::<_, Option<i64>>(4)?
-                        .and_then(|v| u32::try_from(v).ok()),
-                    source: r.get(5)?,
-                    updated_unix_s: r.get::<_, i64>(6)?.max(0) as u64,
-                    queries: r.get::<_, i64>(7)?.max(0) as u64,
-                })
+                Ok((
+                    r.get::<_, String>(0)?,
+                    [r.get::<_, i64>(1)?, r.get(2)?, r.get(3)?],
+                    r.get::<_, Option<i64>>(4)?,
+                    r.get::<_, String>(5)?,
+                    r.get::<_, i64>(6)?,
+                    r.get::<_, i64>(7)?,
+                ))
             })
             .map_err(self.sq())?;
-        rows.collect::<Result<_, _>>().map_err(self.sq())
+        let mut out = Vec::new();
+        for row in rows {
+            let (url, [objects, known_bytes, unknown_sizes], computation_ms, source, updated, q) =
+                row.map_err(self.sq())?;
+            let bad = |what: &str, v: i64| StoreError::BadRow {
+                path: self.path.clone(),
+                url: url.clone(),
+                what: format!("{what} {v} out of range"),
+            };
+            let u = |what: &str, v: i64| u64::try_from(v).map_err(|_| bad(what, v));
+            out.push(PageSummary {
+                objects: u("object count", objects)?,
+                known_bytes: u("size sum (a negative size?)", known_bytes)?,
+                unknown_sizes: u("unknown-size count", unknown_sizes)?,
+                computation_ms: computation_ms
+                    .map(|v| u32::try_from(v).map_err(|_| bad("computation_ms", v)))
+                    .transpose()?,
+                updated_unix_s: u("update time", updated)?,
+                queries: u("query count", q)?,
+                url,
+                source,
+            });
+        }
+        Ok(out)
     }
 
     /// Removes a page; whether it was there.
@@ -453,7 +523,10 @@ impl Store {
     }
 
     /// Adds hint-request counts (page URL, count) to the minute of
-    /// `at_unix_s`, in one transaction.
+    /// `at_unix_s`, in one transaction. The DNS server keeps counts in
+    /// memory and flushes them in batches, so a busy edge does not pay one
+    /// write per query. Counts are kept for URLs without a stored page too
+    /// (what clients ask for that the edge does not know yet).
     pub fn add_queries(
         &mut self,
         counts: &[(String, u64)],
@@ -464,7 +537,11 @@ impl Store {
             path: path.clone(),
             error,
         };
-        let minute = i64::try_from(at_unix_s / 60).unwrap_or(i64::MAX);
+        let minute = self.to_i64(at_unix_s / 60, "query minute")?;
+        let counts = counts
+            .iter()
+            .map(|(url, n)| Ok((url, self.to_i64(*n, "query count")?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
         let tx = self.conn.transaction().map_err(sq)?;
         {
             let mut stmt = tx
@@ -474,7 +551,6 @@ impl Store {
                 )
                 .map_err(sq)?;
             for (url, n) in counts {
-                let n = i64::try_from(*n).unwrap_or(i64::MAX);
                 stmt.execute(params![url, minute, n]).map_err(sq)?;
             }
         }
@@ -482,9 +558,10 @@ impl Store {
     }
 
     /// The `k` most requested pages since `since_unix_s` (most first, ties
-    /// by URL).
+    /// by URL). Counts are kept per minute, so the window starts at the
+    /// beginning of the minute containing `since_unix_s`.
     pub fn top_pages(&self, since_unix_s: u64, k: usize) -> Result<Vec<(String, u64)>, StoreError> {
-        let since = i64::try_from(since_unix_s / 60).unwrap_or(i64::MAX);
+        let since = self.to_i64(since_unix_s / 60, "window start")?;
         let k = i64::try_from(k).unwrap_or(i64::MAX);
         let mut stmt = self
             .conn
@@ -495,21 +572,29 @@ impl Store {
             .map_err(self.sq())?;
         let rows = stmt
             .query_map(params![since, k], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.max(0) as u64))
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
             })
             .map_err(self.sq())?;
-        rows.collect::<Result<_, _>>().map_err(self.sq())
+        let mut out = Vec::new();
+        for row in rows {
+            let (url, n) = row.map_err(self.sq())?;
+            let n = u64::try_from(n)
+                .map_err(|_| self.bad_value(format!("query count {n} of {url} is negative")))?;
+            out.push((url, n));
+        }
+        Ok(out)
     }
 
     /// Records a raw latency sample; the oldest beyond [`SAMPLES_KEPT`] per
-    /// host are dropped.
+    /// host are dropped in the same transaction, so the table stays bounded
+    /// however long the monitor runs.
     pub fn add_latency_sample(
         &mut self,
         host: &str,
         rtt_us: u32,
         at_unix_s: u64,
     ) -> Result<(), StoreError> {
-        let at = i64::try_from(at_unix_s).unwrap_or(i64::MAX);
+        let at = self.to_i64(at_unix_s, "sample time")?;
         let path = self.path.clone();
         let sq = |error| StoreError::Sqlite {
             path: path.clone(),
@@ -542,28 +627,33 @@ impl Store {
         let rows = stmt
             .query_map(
                 params![host, i64::try_from(limit).unwrap_or(i64::MAX)],
-                |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?.max(0) as u64,
-                        u32::try_from(r.get::<_, i64>(1)?).unwrap_or(u32::MAX),
-                    ))
-                },
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
             )
             .map_err(self.sq())?;
-        rows.collect::<Result<_, _>>().map_err(self.sq())
+        let mut out = Vec::new();
+        for row in rows {
+            let (at, rtt) = row.map_err(self.sq())?;
+            match (u64::try_from(at), u32::try_from(rtt)) {
+                (Ok(at), Ok(rtt)) => out.push((at, rtt)),
+                _ => {
+                    return Err(self.bad_value(format!(
+                        "latency sample of {host} (at {at}, rtt_us {rtt}) out of range"
+                    )))
+                }
+            }
+        }
+        Ok(out)
     }
 
-    /// Sets the smoothed RTT of an origin.
+    /// Sets (inserts or replaces) the smoothed RTT of an origin; the monitor
+    /// computes the smoothing, the store only keeps the latest value.
     pub fn set_origin_rtt(&mut self, rtt: &OriginRtt) -> Result<(), StoreError> {
+        let at = self.to_i64(rtt.measured_at_unix_s, "measurement time")?;
         self.conn
             .execute(
                 "INSERT INTO origins (host, rtt_us, measured_at) VALUES (?1, ?2, ?3) \
                  ON CONFLICT (host) DO UPDATE SET rtt_us = excluded.rtt_us, measured_at = excluded.measured_at",
-                params![
-                    rtt.host,
-                    i64::from(rtt.rtt_us),
-                    i64::try_from(rtt.measured_at_unix_s).unwrap_or(i64::MAX)
-                ],
+                params![rtt.host, i64::from(rtt.rtt_us), at],
             )
             .map(|_| ())
             .map_err(self.sq())
@@ -578,7 +668,9 @@ impl Store {
                 origin_row,
             )
             .optional()
-            .map_err(self.sq())
+            .map_err(self.sq())?
+            .map(|raw| self.origin_of(raw))
+            .transpose()
     }
 
     /// Every origin's smoothed RTT, by host.
@@ -588,16 +680,47 @@ impl Store {
             .prepare("SELECT host, rtt_us, measured_at FROM origins ORDER BY host")
             .map_err(self.sq())?;
         let rows = stmt.query_map([], origin_row).map_err(self.sq())?;
-        rows.collect::<Result<_, _>>().map_err(self.sq())
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(self.origin_of(row.map_err(self.sq())?)?);
+        }
+        Ok(out)
+    }
+
+    fn origin_of(&self, (host, rtt, at): (String, i64, i64)) -> Result<OriginRtt, StoreError> {
+        match (u32::try_from(rtt), u64::try_from(at)) {
+            (Ok(rtt_us), Ok(measured_at_unix_s)) => Ok(OriginRtt {
+                host,
+                rtt_us,
+                measured_at_unix_s,
+            }),
+            _ => Err(self.bad_value(format!(
+                "origin {host}: rtt_us {rtt} or measured_at {at} out of range"
+            ))),
+        }
+    }
+
+    fn bad_value(&self, what: String) -> StoreError {
+        StoreError::BadValue {
+            path: self.path.clone(),
+            what,
+        }
+    }
+
+    /// A value to be written, as SQLite's signed integer; too large is an
+    /// error rather than a silent wrap or clamp.
+    fn to_i64(&self, v: u64, what: &str) -> Result<i64, StoreError> {
+        i64::try_from(v).map_err(|_| self.bad_value(format!("{what} {v} is too large to store")))
     }
 
     /// Counts and sizes.
     pub fn stats(&self) -> Result<StoreStats, StoreError> {
         let count = |sql: &str| -> Result<u64, StoreError> {
-            self.conn
+            let v = self
+                .conn
                 .query_row(sql, [], |r| r.get::<_, i64>(0))
-                .map(|v| v.max(0) as u64)
-                .map_err(self.sq())
+                .map_err(self.sq())?;
+            u64::try_from(v).map_err(|_| self.bad_value(format!("negative total {v} from `{sql}`")))
         };
         let file_bytes = [self.path.clone(), wal_path(&self.path)]
             .iter()
@@ -649,18 +772,49 @@ impl Store {
     }
 }
 
+/// Switches the file to WAL. The switch from a rollback journal needs an
+/// exclusive lock and SQLite answers "database is locked" at once, without
+/// its busy handler, when another connection is opening the same fresh file;
+/// so it is retried here for up to [`BUSY_TIMEOUT`]. A file system that
+/// cannot do WAL (no shared memory) is an error: without WAL the crash
+/// guarantee in the module docs would not hold.
+fn set_wal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+            Ok(mode) => {
+                return Err(StoreError::BadValue {
+                    path: path.to_path_buf(),
+                    what: format!(
+                        "journal mode stays {mode:?}; the store needs WAL (is the file on a network or in-memory file system?)"
+                    ),
+                })
+            }
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(error) => {
+                return Err(StoreError::Sqlite {
+                    path: path.to_path_buf(),
+                    error,
+                })
+            }
+        }
+    }
+}
+
 fn wal_path(p: &Path) -> PathBuf {
     let mut s = p.as_os_str().to_owned();
     s.push("-wal");
     PathBuf::from(s)
 }
 
-fn origin_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OriginRtt> {
-    Ok(OriginRtt {
-        host: r.get(0)?,
-        rtt_us: u32::try_from(r.get::<_, i64>(1)?).unwrap_or(u32::MAX),
-        measured_at_unix_s: r.get::<_, i64>(2)?.max(0) as u64,
-    })
+fn origin_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, i64, i64)> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
 }
 
 enum PutError {
@@ -833,6 +987,29 @@ mod tests {
         let e = s.put_pages(&batch, "t", 1).unwrap_err();
         assert!(e.to_string().contains("http://c.example/"), "{e}");
         assert!(s.pages().unwrap().is_empty());
+        assert_eq!(s.stats().unwrap().objects, 0);
+        // A batch that fails half-way leaves the earlier state as it was.
+        s.put_page(&page("http://a.example/", 2), "before", 1)
+            .unwrap();
+        let no_host = PageMeta {
+            url: "data:,".into(),
+            objects: vec![],
+            computation_ms: None,
+        };
+        let batch = [
+            page("http://a.example/", 7),
+            page("http://b.example/", 4),
+            no_host,
+        ];
+        assert!(s.put_pages(&batch, "t", 2).is_err());
+        let a = s.page("http://a.example/").unwrap().unwrap();
+        assert_eq!((a.meta.objects.len(), a.source.as_str()), (2, "before"));
+        assert!(s.page("http://b.example/").unwrap().is_none());
+        // The same URL twice in one batch: the later one wins.
+        let batch = [page("http://e.example/", 5), page("http://e.example/", 3)];
+        assert_eq!(s.put_pages(&batch, "t", 3).unwrap(), 2);
+        let e = s.page("http://e.example/").unwrap().unwrap();
+        assert_eq!(e.meta, batch[1]);
         let mut huge = page("http://d.example/", 2);
         huge.objects[0].size = Some(u64::MAX);
         assert!(s.put_page(&huge, "t", 1).is_err());
@@ -851,7 +1028,22 @@ mod tests {
             vec![("u1".into(), 7), ("u2".into(), 5), ("u3".into(), 1)]
         );
         assert_eq!(s.top_pages(6000, 10).unwrap(), vec![("u3".into(), 1)]);
-        assert_eq!(s.top_pages(0, 1).unwrap().len(), 1);
+        assert_eq!(
+            s.top_pages(6059, 10).unwrap(),
+            vec![("u3".into(), 1)],
+            "the window starts at its minute"
+        );
+        assert!(s.top_pages(6060, 10).unwrap().is_empty());
+        assert_eq!(s.top_pages(0, 1).unwrap(), vec![("u1".into(), 7)]);
+        assert!(s.top_pages(0, 0).unwrap().is_empty());
+        // Ties by URL.
+        s.add_queries(&[("u0".into(), 1), ("u4".into(), 1)], 6000)
+            .unwrap();
+        assert_eq!(
+            s.top_pages(6000, 2).unwrap(),
+            vec![("u0".into(), 1), ("u3".into(), 1)]
+        );
+        assert_eq!(s.stats().unwrap().queries, 15);
         for i in 0..(SAMPLES_KEPT as u64 + 20) {
             s.add_latency_sample("o.example", 1000 + i as u32, i)
                 .unwrap();
@@ -859,6 +1051,11 @@ mod tests {
         let samples = s.latency_samples("o.example", 5000).unwrap();
         assert_eq!(samples.len(), SAMPLES_KEPT);
         assert_eq!(samples[0].0, SAMPLES_KEPT as u64 + 19);
+        assert_eq!(samples[SAMPLES_KEPT - 1].0, 20, "the oldest went");
+        assert_eq!(s.latency_samples("o.example", 3).unwrap().len(), 3);
+        s.add_latency_sample("p.example", 5, 1).unwrap();
+        assert_eq!(s.latency_samples("p.example", 10).unwrap(), vec![(1, 5)]);
+        assert_eq!(s.stats().unwrap().latency_samples, SAMPLES_KEPT as u64 + 1);
         let o = OriginRtt {
             host: "o.example".into(),
             rtt_us: 20_000,
@@ -872,6 +1069,12 @@ mod tests {
         .unwrap();
         assert_eq!(s.origins().unwrap().len(), 1);
         assert_eq!(s.origin_rtt("o.example").unwrap().unwrap().rtt_us, 21_000);
+        assert!(s.origin_rtt("nope.example").unwrap().is_none());
+        let far = OriginRtt {
+            measured_at_unix_s: u64::MAX,
+            ..o.clone()
+        };
+        assert!(s.set_origin_rtt(&far).is_err(), "too large, not clamped");
     }
 
     #[test]
@@ -888,16 +1091,47 @@ mod tests {
             c.execute_batch(&format!("PRAGMA user_version = {}", SCHEMA_VERSION + 1))
                 .unwrap();
         }
+        let before = std::fs::read(&f).unwrap();
         let e = Store::open(&f).unwrap_err().to_string();
         assert!(e.contains("newer") && e.contains("upgrade"), "{e}");
+        assert!(e.contains("s.db"), "names the file: {e}");
+        assert_eq!(std::fs::read(&f).unwrap(), before, "left untouched");
+        {
+            let c = Connection::open(&f).unwrap();
+            c.execute_batch("PRAGMA user_version = -1").unwrap();
+        }
+        let e = Store::open(&f).unwrap_err().to_string();
+        assert!(e.contains("schema version -1"), "{e}");
         let junk = d.0.join("junk.db");
         std::fs::write(&junk, vec![0x5a; 8192]).unwrap();
         let e = Store::open(&junk).unwrap_err().to_string();
-        assert!(e.contains("junk.db"), "{e}");
+        assert!(e.contains("junk.db") && e.contains("not a database"), "{e}");
         assert_eq!(
             std::fs::read(&junk).unwrap(),
             vec![0x5a; 8192],
             "left untouched"
+        );
+    }
+
+    #[test]
+    fn concurrent_first_opens_migrate_once() {
+        let d = TempDir::new("race");
+        let f = d.0.join("s.db");
+        let opened: Vec<Result<u32, String>> = std::thread::scope(|sc| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| {
+                    sc.spawn(|| {
+                        Store::open(&f)
+                            .and_then(|s| s.schema_version())
+                            .map_err(|e| e.to_string())
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(
+            opened.iter().all(|r| r == &Ok(SCHEMA_VERSION)),
+            "{opened:?}"
         );
     }
 
@@ -921,6 +1155,32 @@ mod tests {
                 [],
             )
             .unwrap();
-        assert!(s.page("http://a.example/").is_err());
+        let e = s.page("http://a.example/").unwrap_err().to_string();
+        assert!(
+            e.contains("negative size") && e.contains("http://a.example/"),
+            "{e}"
+        );
+        s.conn
+            .execute("UPDATE objects SET size = -5000 WHERE idx = 1", [])
+            .unwrap();
+        let e = s.pages().unwrap_err().to_string();
+        assert!(e.contains("http://a.example/"), "{e}");
+        s.conn
+            .execute("UPDATE objects SET size = 1, parent = 7 WHERE idx = 1", [])
+            .unwrap();
+        let e = s.page("http://a.example/").unwrap_err().to_string();
+        assert!(e.contains("parent"), "{e}");
+        s.set_origin_rtt(&OriginRtt {
+            host: "o.example".into(),
+            rtt_us: 1,
+            measured_at_unix_s: 1,
+        })
+        .unwrap();
+        s.conn
+            .execute("UPDATE origins SET rtt_us = -1", [])
+            .unwrap();
+        let e = s.origins().unwrap_err().to_string();
+        assert!(e.contains("o.example") && e.contains("s.db"), "{e}");
+        assert!(s.origin_rtt("o.example").is_err());
     }
 }
