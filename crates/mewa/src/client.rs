@@ -1,7 +1,7 @@
 //! `mewa client …`: the hint-aware client (docs/EDGE.md, "Client").
 
 use std::net::SocketAddr;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
@@ -70,9 +70,7 @@ fn plan_cmd(a: &PlanArgs) -> anyhow::Result<()> {
         bandwidth_bps: a.mbit * 1e6,
         rtt_s: a.radio_rtt_ms.map_or(r.rtt.as_secs_f64(), |m| m / 1000.0),
     };
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = mewa_edge::app::now_unix_s();
     let outcome = r
         .hint
         .as_ref()
