@@ -146,6 +146,33 @@ pub struct Plan {
     /// For each listed object of the main origin, (URL hash as listed,
     /// connection index), largest first: the size-balanced assignment.
     pub assignment: Vec<(u32, usize)>,
+    /// Which bits of [`mewa_hint::wire::url_hash`] the listed hashes keep.
+    pub hash_mask: u32,
+}
+
+impl Plan {
+    /// The connection the size-balanced assignment chose for `url`, or
+    /// `None` for an object the hint does not list (the caller then picks
+    /// the least-loaded connection). Two URLs whose kept hash bits collide
+    /// share a connection; that only costs balance, never correctness.
+    pub fn connection_of(&self, url: &str) -> Option<usize> {
+        let h = mewa_hint::wire::url_hash(url) & self.hash_mask;
+        self.assignment
+            .iter()
+            .find(|&&(x, _)| x == h)
+            .map(|&(_, c)| c)
+    }
+
+    /// [`Plan::connection_of`] for every listed hash at once, for lookups
+    /// per request.
+    pub fn assignment_map(&self) -> std::collections::HashMap<u32, usize> {
+        // Largest first: on a hash collision the larger object's choice wins.
+        let mut m = std::collections::HashMap::with_capacity(self.assignment.len());
+        for &(h, c) in &self.assignment {
+            m.entry(h).or_insert(c);
+        }
+        m
+    }
 }
 
 /// Checks the hint, then plans. `Err` says why the client falls back.
@@ -197,6 +224,7 @@ pub fn plan(hint: &Hint, page_url: &str, radio: Radio, now_unix_s: u64) -> Resul
         bandwidth_bps: radio.bandwidth_bps,
         choice,
         assignment: assignment.into_iter().map(|(h, c, _)| (h, c)).collect(),
+        hash_mask: hint.hash_mask(),
     })
 }
 
@@ -285,6 +313,12 @@ mod tests {
         }
         let (lo, hi) = (loads.iter().min().unwrap(), loads.iter().max().unwrap());
         assert!(hi - lo <= 1, "{loads:?}");
+        // Every listed URL finds its connection; an unlisted one does not.
+        for i in 1..30 {
+            let c = p.connection_of(&format!("http://www.a.example/img/{i}.jpg"));
+            assert!(c.is_some_and(|c| c < p.n as usize), "object {i}: {c:?}");
+        }
+        assert_eq!(p.connection_of("http://www.a.example/not-listed.js"), None);
         // A tiny page needs one connection.
         let small = hint(1_000, 3, Some(20_000), 1000);
         assert_eq!(

@@ -7,6 +7,10 @@
 //!   object → connection map.
 //! - [`resolve`]: the DNS exchange with the edge (hint request option, UDP
 //!   then TCP when told to), timing it as the radio RTT.
+//! - [`proxy`]: the local forward proxy a browser uses: hint, plan, n h2c
+//!   connections, requests on the planned connections ([`proxy::Session`]
+//!   without the proxy).
 
 pub mod advice;
+pub mod proxy;
 pub mod resolve;

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use mewa_hint::page::{OriginRtt, PageMeta};
 use tokio::net::TcpListener;
@@ -44,12 +44,7 @@ pub enum EdgeError {
     Runtime(std::io::Error),
 }
 
-/// Seconds since the Unix epoch.
-pub fn now_unix_s() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
+pub use mewa_hint::now_unix_s;
 
 /// A running edge's shared parts.
 #[derive(Debug, Clone)]

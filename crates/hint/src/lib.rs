@@ -20,3 +20,11 @@ pub mod page;
 pub mod wire;
 
 pub use page::{Discovery, ObjectMeta, OriginRtt, PageContext, PageMeta};
+
+/// Seconds since the Unix epoch (0 if the clock is before it): the clock
+/// hints are stamped and checked with, shared by the edge and the client.
+pub fn now_unix_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}

@@ -390,6 +390,12 @@ impl Hint {
         f64::from(self.alpha_milli) / 1000.0
     }
 
+    /// The bits of [`url_hash`] this hint keeps per object (its
+    /// [`Hint::hash_width`]): listed hashes are `url_hash(url) & mask`.
+    pub fn hash_mask(&self) -> u32 {
+        hash_mask(self.hash_width)
+    }
+
     /// The listed object with this URL, when the hint lists it.
     pub fn lookup(&self, url: &str) -> Option<&HintObject> {
         let host = crate::page::host_of(url)?;

@@ -22,8 +22,11 @@ use crate::loader::{load, LoadError, LoadOptions, Resolver};
 use crate::record::LoadRecord;
 
 /// Namespace host names of the testbed.
-const CLIENT: &str = "client";
-const SERVER: &str = "origin";
+pub const CLIENT: &str = "client";
+/// The origin's host.
+pub const SERVER: &str = "origin";
+/// The mobile edge's host in [`Bed::start_with_edge`].
+pub const EDGE: &str = "edge";
 
 /// Why the testbed could not be built or used.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +86,35 @@ impl Bed {
             .host(SERVER)
             .link_with(CLIENT, SERVER, link, link_options)
             .build()?;
+        Bed::with_origin(topo, corpus, origin)
+    }
+
+    /// Seed 000's three hosts: the client behind the radio link to the
+    /// mobile edge ([`EDGE`]), which reaches the origin over a wired link.
+    /// The origin is started; the caller runs its edge services in the
+    /// [`EDGE`] namespace (see [`Bed::topology`]).
+    pub fn start_with_edge(
+        corpus: &Corpus,
+        radio: LinkConfig,
+        radio_options: LinkOptions,
+        wired: LinkConfig,
+        origin: &OriginSettings,
+    ) -> Result<Bed, BedError> {
+        let topo = Topology::builder()
+            .host(CLIENT)
+            .host(EDGE)
+            .host(SERVER)
+            .link_with(CLIENT, EDGE, radio, radio_options)
+            .link(EDGE, SERVER, wired)
+            .build()?;
+        Bed::with_origin(topo, corpus, origin)
+    }
+
+    fn with_origin(
+        topo: Topology,
+        corpus: &Corpus,
+        origin: &OriginSettings,
+    ) -> Result<Bed, BedError> {
         let ip = topo.addr(SERVER)?;
         let any = |port| Some(SocketAddr::from(([0, 0, 0, 0], port)));
         let cfg = OriginConfig {
@@ -180,6 +212,18 @@ impl Bed {
     /// Loads `page` from the client's namespace with `opts` (pass them
     /// through [`Bed::options`] to aim at this testbed's origin).
     pub fn load(&self, page: &Page, opts: &LoadOptions) -> Result<LoadRecord, BedError> {
+        self.in_client(|| async { load(page, opts).await.map_err(BedError::from) })?
+    }
+
+    /// Runs the future `f` makes on a fresh current-thread runtime inside
+    /// the client's namespace (a resolver query and then a load, say), so
+    /// every socket it opens crosses the link.
+    pub fn in_client<F, Fut, R>(&self, f: F) -> Result<R, BedError>
+    where
+        F: FnOnce() -> Fut + Send,
+        Fut: std::future::Future<Output = R>,
+        R: Send,
+    {
         let topo = self
             .topo
             .as_ref()
@@ -189,7 +233,7 @@ impl Bed {
                 .enable_all()
                 .build()
                 .map_err(|e| BedError::Runtime(format!("runtime: {e}")))?;
-            rt.block_on(load(page, opts)).map_err(BedError::from)
+            Ok(rt.block_on(f()))
         })?
     }
 

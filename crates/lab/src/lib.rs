@@ -12,10 +12,13 @@
 //!   emulated link, loads run from the client's side.
 //! - [`baseline`]: the first experiment — measured load times over one
 //!   HTTP/2 connection beside seed 000's T_HTTP model.
+//! - [`meh`]: seed 000's Mobile Edge Hint experiment — client, edge and
+//!   origin in three namespaces, each page with and without the hint.
 
 pub mod baseline;
 pub mod bed;
 pub mod har;
 pub mod loader;
+pub mod meh;
 pub mod metrics;
 pub mod record;

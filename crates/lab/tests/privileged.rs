@@ -120,3 +120,68 @@ fn baseline_runs_a_small_grid_and_compares_with_the_model() {
     assert_eq!(res.per_rtt.len(), 2);
     assert_eq!(res.samples.len(), 2);
 }
+
+/// Seed 000's three-namespace experiment in miniature: the edge measures
+/// the wired RTT, the client gets a hint over the radio link, plans n
+/// connections and loads; without the hint it uses one. With Chromium
+/// installed, the browser goes through the local proxy too.
+#[test]
+fn meh_experiment_runs_client_edge_origin() {
+    if skip("meh_experiment_runs_client_edge_origin") {
+        return;
+    }
+    use mewa_lab::meh::{self, MehConfig};
+    let mut corpus = generate(Preset::Meh15, 1);
+    corpus
+        .pages
+        .retain(|p| p.name.contains("622k") || p.name.contains("1412k"));
+    let dir = ca_dir("meh");
+    std::fs::create_dir_all(&dir).unwrap();
+    let chromium = std::path::PathBuf::from("/usr/bin/chromium");
+    let mut cfg = MehConfig::seed000(dir.join("ca"), dir.join("edge.sqlite"));
+    cfg.runs = 1;
+    cfg.browser = if chromium.exists() {
+        Some((chromium, 1))
+    } else {
+        None
+    };
+    let res = meh::run(&corpus, &cfg, &mut |_| {}).unwrap();
+    assert_eq!(res.runs.len(), 4);
+    for r in &res.runs {
+        assert!(r.ok, "{r:?}");
+        assert!(
+            r.hint_bytes > 0,
+            "every query asked for and got a hint: {r:?}"
+        );
+        assert_eq!(r.fallback, None, "{r:?}");
+        // The DNS exchange crosses the 45 ms radio link.
+        assert!(r.dns_ms >= 44.0 && r.dns_ms < 200.0, "{r:?}");
+        if r.with_hint {
+            assert!(
+                r.n >= 2,
+                "Algorithm 1 picks several connections here: {r:?}"
+            );
+            assert_eq!(r.connections, r.n as usize, "{r:?}");
+        } else {
+            assert_eq!((r.n, r.connections), (1, 1), "{r:?}");
+        }
+    }
+    let wired = res.measured_wired_rtt_ms.unwrap();
+    assert!((19.0..60.0).contains(&wired), "edge measured {wired} ms");
+    assert!(res.hints_within_1k >= 0.99);
+    if cfg.browser.is_some() {
+        assert_eq!(res.browser.len(), 4, "2 Fig. 8 pages x with/without");
+        for b in &res.browser {
+            assert_eq!(b.error, None, "{b:?}");
+            assert!(b.plt_s.is_some_and(|p| p > 0.1), "{b:?}");
+            if b.with_hint {
+                assert!(b.n >= 2, "{b:?}");
+            } else {
+                assert_eq!(b.n, 1, "{b:?}");
+            }
+        }
+    } else {
+        eprintln!("meh_experiment_runs_client_edge_origin: no Chromium, browser part skipped");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -52,6 +52,10 @@ enum Which {
     /// hints at least 80 % of NSD). Needs dnsperf (and nsd). Build with
     /// --release.
     Edge(crate::bench_edge::EdgeBench),
+    /// The local proxy's added latency per request and its throughput,
+    /// against direct h2c requests to the same origin in the same run
+    /// (loopback, in-process edge and origin). Build with --release.
+    Proxy(crate::bench_proxy::ProxyBench),
 }
 
 #[derive(Debug, Args)]
@@ -75,6 +79,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         Which::Link(b) => link(b),
         Which::Origin(b) => crate::bench_origin::run(b),
         Which::Edge(b) => crate::bench_edge::run(b),
+        Which::Proxy(b) => crate::bench_proxy::run(b),
     }
 }
 

@@ -21,6 +21,35 @@ enum Which {
     /// of Algorithm 1 and the size-balanced assignment, or why it falls back
     /// to plain behaviour.
     Plan(PlanArgs),
+    /// Run the local forward proxy a browser uses for http:// pages
+    /// (`chromium --proxy-server=http://127.0.0.1:8118`): on a page's
+    /// document it asks the edge for the hint, opens the planned number of
+    /// h2c connections to the origin and sends each object on the
+    /// connection the size-balanced assignment chose. Serves loopback
+    /// clients only.
+    Proxy(ProxyArgs),
+}
+
+#[derive(Debug, Args)]
+struct ProxyArgs {
+    /// Where the browser connects (keep it on loopback).
+    #[arg(long, default_value = "127.0.0.1:8118")]
+    listen: SocketAddr,
+    /// The edge's DNS address.
+    #[arg(long, default_value = "127.0.0.1:53")]
+    edge: SocketAddr,
+    /// Radio bandwidth in Mbit/s the plan assumes (seed 000 §IV: 32).
+    #[arg(long, default_value_t = 32.0)]
+    mbit: f64,
+    /// Radio RTT in ms; default: each DNS exchange with the edge.
+    #[arg(long)]
+    radio_rtt_ms: Option<f64>,
+    /// Origin port (h2c).
+    #[arg(long, default_value_t = 80)]
+    origin_port: u16,
+    /// Ignore hints: one connection per origin (the baseline).
+    #[arg(long)]
+    no_hints: bool,
 }
 
 #[derive(Debug, Args)]
@@ -47,6 +76,7 @@ struct PlanArgs {
 pub fn run(cmd: ClientCmd) -> anyhow::Result<()> {
     match cmd.which {
         Which::Plan(a) => plan_cmd(&a),
+        Which::Proxy(a) => proxy_cmd(&a),
     }
 }
 
@@ -123,4 +153,47 @@ fn plan_cmd(a: &PlanArgs) -> anyhow::Result<()> {
         Err(f) => println!("fallback to plain behaviour: {f}"),
     }
     Ok(())
+}
+
+fn proxy_cmd(a: &ProxyArgs) -> anyhow::Result<()> {
+    if !(a.mbit.is_finite() && a.mbit > 0.0) {
+        bail!("--mbit must be a positive number of Mbit/s");
+    }
+    if !a.listen.ip().is_loopback() {
+        bail!(
+            "--listen {}: the proxy serves loopback clients only; listen on 127.0.0.1 or ::1",
+            a.listen
+        );
+    }
+    let mut cfg = mewa_client::proxy::ProxyConfig::new(a.edge, a.mbit * 1e6);
+    cfg.origin_port = a.origin_port;
+    cfg.use_hints = !a.no_hints;
+    if let Some(ms) = a.radio_rtt_ms {
+        if !(ms.is_finite() && (0.0..10_000.0).contains(&ms)) {
+            bail!("--radio-rtt-ms must be between 0 and 10000");
+        }
+        cfg.radio_rtt = Some(Duration::from_secs_f64(ms / 1e3));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("tokio runtime")?;
+    rt.block_on(async {
+        let l = tokio::net::TcpListener::bind(a.listen)
+            .await
+            .with_context(|| format!("listening on {}", a.listen))?;
+        eprintln!(
+            "mewa proxy on http://{} (edge {}, {} Mbit/s{}); Ctrl-C stops",
+            a.listen,
+            a.edge,
+            a.mbit,
+            if a.no_hints { ", hints off" } else { "" }
+        );
+        let proxy = mewa_client::proxy::Proxy::new(cfg);
+        tokio::select! {
+            () = proxy.serve(l) => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        Ok(())
+    })
 }

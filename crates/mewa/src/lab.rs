@@ -39,10 +39,17 @@ enum LabSub {
     /// Load one page through an emulated link and print its metrics;
     /// optionally write the load as HAR 1.2 and as a JSON record.
     Load(LoadArgs),
+    /// Seed 000's Mobile Edge Hint experiment: client ⇄ radio link ⇄ edge
+    /// (mewa edge: DNS with hints, SQLite store, latency monitor) ⇄ wired
+    /// link ⇄ origin, every page back to back with the hint (n planned
+    /// connections, objects balanced by size) and without (one HTTP/2
+    /// connection), 30 runs each. Needs root. Results: runs.csv, pages.csv,
+    /// report.md, cdf.svg, pages-box.svg.
+    Meh(crate::lab_meh::MehArgs),
 }
 
 #[derive(Debug, Args)]
-struct CorpusArgs {
+pub struct CorpusArgs {
     /// Corpus JSON (`mewa corpus gen/import`); default: `meh15` with seed 1.
     #[arg(long)]
     corpus: Option<PathBuf>,
@@ -55,7 +62,7 @@ struct CorpusArgs {
     ca_dir: Option<PathBuf>,
     /// TCP congestion control of the origin's sockets.
     #[arg(long, default_value = "cubic")]
-    cc: String,
+    pub(crate) cc: String,
 }
 
 #[derive(Debug, Args)]
@@ -118,10 +125,11 @@ pub fn run(cmd: LabCmd) -> anyhow::Result<()> {
     match cmd.cmd {
         LabSub::Baseline(a) => run_baseline(a),
         LabSub::Load(a) => run_load(a),
+        LabSub::Meh(a) => crate::lab_meh::run(a),
     }
 }
 
-fn corpus_of(a: &CorpusArgs) -> anyhow::Result<Corpus> {
+pub(crate) fn corpus_of(a: &CorpusArgs) -> anyhow::Result<Corpus> {
     let mut corpus = match &a.corpus {
         Some(p) => {
             let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
@@ -143,14 +151,14 @@ fn corpus_of(a: &CorpusArgs) -> anyhow::Result<Corpus> {
     Ok(corpus)
 }
 
-fn ca_dir_of(a: &CorpusArgs) -> anyhow::Result<PathBuf> {
+pub(crate) fn ca_dir_of(a: &CorpusArgs) -> anyhow::Result<PathBuf> {
     match &a.ca_dir {
         Some(d) => Ok(d.clone()),
         None => crate::origin::default_ca_dir(),
     }
 }
 
-fn rtt_ms(s: &str) -> anyhow::Result<u64> {
+pub(crate) fn rtt_ms(s: &str) -> anyhow::Result<u64> {
     let d = crate::origin::parse_duration(s).map_err(|e| anyhow::anyhow!("--rtt: {e}"))?;
     let ms = d.as_millis() as u64;
     if ms == 0 || ms > 10_000 {
@@ -159,18 +167,18 @@ fn rtt_ms(s: &str) -> anyhow::Result<u64> {
     Ok(ms)
 }
 
-fn rate_of(s: &str) -> anyhow::Result<u64> {
+pub(crate) fn rate_of(s: &str) -> anyhow::Result<u64> {
     parse_rate(s).map_err(|e| anyhow::anyhow!("--rate: {e}"))
 }
 
-fn needs_root() -> anyhow::Result<()> {
+pub(crate) fn needs_root() -> anyhow::Result<()> {
     mewa_link::runtime::probe().context(
         "the lab builds network namespaces and TUN links: run as root on Linux \
          (`sudo mewa lab …`)",
     )
 }
 
-fn bar(total: usize) -> ProgressBar {
+pub(crate) fn bar(total: usize) -> ProgressBar {
     let pb = ProgressBar::new(total as u64);
     if let Ok(style) = ProgressStyle::with_template(
         "{elapsed_precise} [{bar:32}] {pos}/{len} loads, eta {eta}  {msg}",
@@ -181,7 +189,7 @@ fn bar(total: usize) -> ProgressBar {
 }
 
 /// `YYYYMMDD-HHMMSS` (UTC) for folder names.
-fn stamp() -> String {
+pub(crate) fn stamp() -> String {
     let ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
@@ -328,7 +336,7 @@ fn runs_table(res: &BaselineResult) -> Table {
     t
 }
 
-fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+pub(crate) fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 

@@ -4,11 +4,13 @@
 mod bench;
 mod bench_edge;
 mod bench_origin;
+mod bench_proxy;
 mod client;
 mod corpus;
 mod edge;
 mod hint;
 mod lab;
+mod lab_meh;
 mod link;
 mod linkplot;
 mod model;

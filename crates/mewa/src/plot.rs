@@ -121,3 +121,118 @@ pub fn draw(path: &Path, chart: &Chart<'_>, series: &[Series]) -> anyhow::Result
     eprintln!("wrote {}", path.display());
     Ok(())
 }
+
+/// One labelled group of box plots (e.g. one page: without and with).
+pub struct BoxGroup {
+    pub label: String,
+    /// One sample per box, in the order of the legend.
+    pub boxes: Vec<Vec<f64>>,
+}
+
+/// Quartiles by linear interpolation (the sample need not be sorted).
+fn quartiles(v: &[f64]) -> Option<[f64; 5]> {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if s.is_empty() {
+        return None;
+    }
+    s.sort_by(f64::total_cmp);
+    let q = |p: f64| {
+        let pos = p * (s.len() - 1) as f64;
+        let (i, f) = (pos.floor() as usize, pos.fract());
+        let next = s.get(i + 1).copied().unwrap_or(s[i]);
+        s[i] + f * (next - s[i])
+    };
+    Some([q(0.0), q(0.25), q(0.5), q(0.75), q(1.0)])
+}
+
+/// Box plots (min, quartiles, median, max) per group, side by side, to an
+/// SVG file; `names` label the boxes of every group in the legend.
+pub fn draw_boxes(
+    path: &Path,
+    title: &str,
+    y_label: &str,
+    names: &[&str],
+    groups: &[BoxGroup],
+) -> anyhow::Result<()> {
+    let stats: Vec<Vec<Option<[f64; 5]>>> = groups
+        .iter()
+        .map(|g| g.boxes.iter().map(|b| quartiles(b)).collect())
+        .collect();
+    let hi = stats
+        .iter()
+        .flatten()
+        .flatten()
+        .map(|q| q[4])
+        .fold(0.0f64, f64::max);
+    anyhow::ensure!(hi > 0.0, "nothing to plot");
+    let per = names.len().max(1) as f64;
+    let width = (groups.len() as u32 * 60).clamp(900, 2400);
+    let root = SVGBackend::new(path, (width, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let n = groups.len() as f64;
+    let labels: Vec<String> = groups.iter().map(|g| g.label.clone()).collect();
+    let mut c = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(16)
+        .x_label_area_size(150)
+        .y_label_area_size(64)
+        .build_cartesian_2d(-0.5..(n - 0.5), 0.0..hi * 1.08)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let fmt_x = move |x: &f64| {
+        let i = x.round();
+        if (x - i).abs() < 1e-6 && i >= 0.0 {
+            labels.get(i as usize).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    c.configure_mesh()
+        .disable_x_mesh()
+        .x_labels(groups.len().max(1) * 2 + 1)
+        .x_label_formatter(&fmt_x)
+        .x_label_style(
+            ("sans-serif", 12)
+                .into_font()
+                .transform(FontTransform::Rotate90),
+        )
+        .y_desc(y_label)
+        .draw()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let slot = 0.8 / per;
+    for (k, name) in names.iter().enumerate() {
+        let colour = Palette99::pick(k).to_rgba();
+        let mut shapes = Vec::new();
+        for (g, st) in stats.iter().enumerate() {
+            let Some(Some(q)) = st.get(k) else { continue };
+            let x0 = g as f64 - 0.4 + slot * k as f64 + slot * 0.1;
+            let x1 = x0 + slot * 0.8;
+            let mid = (x0 + x1) / 2.0;
+            shapes.push(PathElement::new(vec![(mid, q[0]), (mid, q[1])], colour));
+            shapes.push(PathElement::new(vec![(mid, q[3]), (mid, q[4])], colour));
+            shapes.push(PathElement::new(
+                vec![(x0, q[1]), (x1, q[1]), (x1, q[3]), (x0, q[3]), (x0, q[1])],
+                colour.stroke_width(2),
+            ));
+            shapes.push(PathElement::new(
+                vec![(x0, q[2]), (x1, q[2])],
+                colour.stroke_width(3),
+            ));
+        }
+        c.draw_series(shapes)
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .label(*name)
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 14, y + 5)], colour.stroke_width(2))
+            });
+    }
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    root.present()
+        .with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}

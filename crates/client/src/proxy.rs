@@ -1,0 +1,539 @@
+//! The local forward proxy a browser uses (`--proxy-server=http://127.0.0.1:PORT`
+//! for http:// pages), as seed 000 put an nghttpx proxy in front of Chrome.
+//!
+//! The browser speaks HTTP/1.1 to the proxy (absolute-form requests). On
+//! the first request for a host — the page's document — the proxy asks the
+//! edge for the host's address with the hint request, plans n with
+//! [`crate::advice::plan`], and opens n cleartext HTTP/2 connections (h2c,
+//! as in seed 000's testbed) to the origin. Every request then goes on the
+//! connection the hint's size-balanced assignment chose; objects the hint
+//! does not list go to the connection with the fewest outstanding bytes. A
+//! missing, stale or absurd hint means one connection, with the reason
+//! logged.
+//!
+//! Not an open proxy: it serves only clients in `allow_from` (loopback by
+//! default), only `http://` absolute-form requests, only to hosts the edge
+//! resolves; `CONNECT` and origin-form requests are refused with a status
+//! and a message saying why.
+//!
+//! [`Session`] is the part a program uses without the proxy: resolve with
+//! the hint, plan, connect, and send requests on the planned connections.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::advice::{plan, Plan, Radio};
+use crate::resolve::{resolve, Resolved};
+
+/// Bodies the proxy sends back: the origin's streamed, or a short error.
+type ProxyBody = BoxBody<Bytes, hyper::Error>;
+
+/// How the proxy works.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    /// The edge's DNS server (UDP and TCP).
+    pub edge: SocketAddr,
+    /// Radio bandwidth the client plans with, bit/s.
+    pub radio_bandwidth_bps: f64,
+    /// Follow hints; `false` makes every session one connection (the
+    /// plain HTTP/2 baseline through the same proxy).
+    pub use_hints: bool,
+    /// Radio RTT to plan with instead of the DNS exchange's (for a proxy
+    /// that is not behind the radio link itself, e.g. on loopback).
+    pub radio_rtt: Option<Duration>,
+    /// Origin port for h2c.
+    pub origin_port: u16,
+    /// Browser connections accepted only from these addresses (loopback
+    /// when empty).
+    pub allow_from: Vec<IpAddr>,
+    /// A session (a host's planned connections) is replaced after this long
+    /// without requests: the next document load plans again.
+    pub session_idle: Duration,
+    /// Limit for the edge's answer and for connecting to the origin.
+    pub timeout: Duration,
+}
+
+impl ProxyConfig {
+    /// Defaults for a proxy in front of a browser on this machine.
+    pub fn new(edge: SocketAddr, radio_bandwidth_bps: f64) -> ProxyConfig {
+        ProxyConfig {
+            edge,
+            radio_bandwidth_bps,
+            radio_rtt: None,
+            use_hints: true,
+            origin_port: 80,
+            allow_from: Vec::new(),
+            session_idle: Duration::from_secs(10),
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    fn allowed(&self, peer: IpAddr) -> bool {
+        if self.allow_from.is_empty() {
+            peer.is_loopback()
+        } else {
+            self.allow_from.contains(&peer)
+        }
+    }
+}
+
+/// Why a session could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The edge could not be asked, or had no address for the host.
+    #[error("resolving {host}: {why}")]
+    Resolve {
+        /// The host.
+        host: String,
+        /// Why.
+        why: String,
+    },
+    /// No connection to the origin could be opened.
+    #[error("connecting to {addr}: {why}")]
+    Connect {
+        /// The origin.
+        addr: SocketAddr,
+        /// Why.
+        why: String,
+    },
+}
+
+/// One host's planned connections.
+#[derive(Debug)]
+pub struct Session {
+    /// The host.
+    pub host: String,
+    /// The origin address the edge gave.
+    pub addr: SocketAddr,
+    /// The plan, or why the client fell back to one connection.
+    pub plan: Result<Plan, String>,
+    conns: Vec<http2::SendRequest<ProxyBody>>,
+    outstanding: Vec<AtomicU64>,
+    map: HashMap<u32, usize>,
+    mask: u32,
+    last_used: Mutex<Instant>,
+}
+
+impl Session {
+    /// Asks the edge for `host` and the hint of `page_url`, plans, and opens
+    /// the planned number of h2c connections (at least one).
+    pub async fn open(
+        cfg: &ProxyConfig,
+        host: &str,
+        page_url: &str,
+    ) -> Result<Session, SessionError> {
+        let r = lookup(cfg, host, page_url).await?;
+        Session::open_resolved(cfg, host, page_url, &r).await
+    }
+
+    /// [`Session::open`] with the edge's answer already in hand.
+    pub async fn open_resolved(
+        cfg: &ProxyConfig,
+        host: &str,
+        page_url: &str,
+        r: &Resolved,
+    ) -> Result<Session, SessionError> {
+        let ip = r
+            .addrs
+            .first()
+            .copied()
+            .ok_or_else(|| SessionError::Resolve {
+                host: host.to_string(),
+                why: "the edge gave no address".into(),
+            })?;
+        let addr = SocketAddr::new(ip, cfg.origin_port);
+        let plan = match &r.hint {
+            _ if !cfg.use_hints => Err("hints disabled".to_string()),
+            Ok(h) => plan(
+                h,
+                page_url,
+                Radio {
+                    bandwidth_bps: cfg.radio_bandwidth_bps,
+                    rtt_s: cfg.radio_rtt.unwrap_or(r.rtt).as_secs_f64(),
+                },
+                mewa_hint::now_unix_s(),
+            )
+            .map_err(|f| f.to_string()),
+            Err(f) => Err(f.to_string()),
+        };
+        let n = plan.as_ref().map_or(1, |p| p.n as usize);
+        let opened = futures_join_all((0..n).map(|_| connect(addr, cfg.timeout))).await;
+        let mut conns = Vec::with_capacity(n);
+        let mut last_err = None;
+        for c in opened {
+            match c {
+                Ok(c) => conns.push(c),
+                Err(e) => last_err = Some(e),
+            }
+        }
+        if conns.is_empty() {
+            return Err(SessionError::Connect {
+                addr,
+                why: last_err.unwrap_or_else(|| "no connection".into()),
+            });
+        }
+        let (map, mask) = match &plan {
+            Ok(p) => (p.assignment_map(), p.hash_mask),
+            Err(_) => (HashMap::new(), 0),
+        };
+        Ok(Session {
+            host: host.to_string(),
+            addr,
+            plan,
+            outstanding: conns.iter().map(|_| AtomicU64::new(0)).collect(),
+            conns,
+            map,
+            mask,
+            last_used: Mutex::new(Instant::now()),
+        })
+    }
+
+    /// Connections open.
+    pub fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// The connection for `url`: the document (`is_document`) on the first,
+    /// a listed object where the plan put it, the rest on the least loaded.
+    pub fn pick(&self, url: &str, is_document: bool) -> usize {
+        let n = self.conns.len().max(1);
+        if is_document {
+            return 0;
+        }
+        let h = mewa_hint::wire::url_hash(url) & self.mask;
+        if let (false, Some(&c)) = (self.map.is_empty(), self.map.get(&h)) {
+            return c % n;
+        }
+        self.outstanding
+            .iter()
+            .enumerate()
+            .min_by_key(|&(i, b)| (b.load(Ordering::Relaxed), i))
+            .map_or(0, |(i, _)| i)
+    }
+
+    /// Sends `req` (absolute URI: HTTP/2 takes the authority from it) on
+    /// connection `i`. The connection counts the request as outstanding
+    /// until its response head arrives: what "least loaded" compares for
+    /// objects the hint does not list.
+    pub async fn send(
+        &self,
+        i: usize,
+        req: Request<ProxyBody>,
+    ) -> Result<Response<Incoming>, String> {
+        let weight = 1;
+        if let Ok(mut t) = self.last_used.lock() {
+            *t = Instant::now();
+        }
+        let Some(conn) = self.conns.get(i) else {
+            return Err(format!("no connection {i}"));
+        };
+        let mut conn = conn.clone();
+        if let Some(o) = self.outstanding.get(i) {
+            o.fetch_add(weight, Ordering::Relaxed);
+        }
+        let r = async {
+            conn.ready().await.map_err(|e| e.to_string())?;
+            conn.send_request(req).await.map_err(|e| e.to_string())
+        }
+        .await;
+        if let Some(o) = self.outstanding.get(i) {
+            o.fetch_sub(weight, Ordering::Relaxed);
+        }
+        r
+    }
+
+    fn idle_for(&self) -> Duration {
+        self.last_used.lock().map_or(Duration::MAX, |t| t.elapsed())
+    }
+
+    fn is_closed(&self) -> bool {
+        self.conns.iter().all(|c| c.is_closed())
+    }
+}
+
+/// The edge's answer for `host` with the hint request for `page_url`.
+async fn lookup(cfg: &ProxyConfig, host: &str, page_url: &str) -> Result<Resolved, SessionError> {
+    resolve(cfg.edge, host, page_url, cfg.timeout)
+        .await
+        .map_err(|e| SessionError::Resolve {
+            host: host.to_string(),
+            why: e.to_string(),
+        })
+}
+
+/// Runs futures concurrently and collects their outputs in order.
+async fn futures_join_all<F>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        if let Ok(v) = h.await {
+            out.push(v);
+        }
+    }
+    out
+}
+
+async fn connect(
+    addr: SocketAddr,
+    timeout: Duration,
+) -> Result<http2::SendRequest<ProxyBody>, String> {
+    let tcp = tokio::time::timeout(timeout, TcpStream::connect(addr))
+        .await
+        .map_err(|_| format!("no answer within {timeout:?}"))?
+        .map_err(|e| e.to_string())?;
+    let _ = tcp.set_nodelay(true);
+    let (send, conn) = http2::Builder::new(TokioExecutor::new())
+        .initial_stream_window_size(8 << 20)
+        .initial_connection_window_size(16 << 20)
+        .handshake(TokioIo::new(tcp))
+        .await
+        .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(send)
+}
+
+/// Counters of a running proxy.
+#[derive(Debug, Default)]
+pub struct ProxyStats {
+    /// Requests forwarded.
+    pub forwarded: AtomicU64,
+    /// Requests refused (CONNECT, origin-form, other schemes, clients not
+    /// allowed).
+    pub refused: AtomicU64,
+    /// Sessions opened.
+    pub sessions: AtomicU64,
+    /// Sessions that fell back to one connection.
+    pub fallbacks: AtomicU64,
+    /// Requests that failed upstream (502).
+    pub upstream_errors: AtomicU64,
+}
+
+/// The proxy.
+#[derive(Debug)]
+pub struct Proxy {
+    cfg: ProxyConfig,
+    sessions: tokio::sync::Mutex<HashMap<String, Arc<Session>>>,
+    /// Counters.
+    pub stats: ProxyStats,
+}
+
+/// Headers that belong to one hop only (RFC 9110 §7.6.1) plus the proxy's
+/// own; never forwarded.
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "proxy-connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-authorization",
+    "proxy-authenticate",
+];
+
+fn error(status: StatusCode, why: &str) -> Response<ProxyBody> {
+    let mut r = Response::new(
+        Full::new(Bytes::from(format!("mewa proxy: {why}\n")))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+impl Proxy {
+    /// A proxy with `cfg`.
+    pub fn new(cfg: ProxyConfig) -> Arc<Proxy> {
+        Arc::new(Proxy {
+            cfg,
+            sessions: tokio::sync::Mutex::new(HashMap::new()),
+            stats: ProxyStats::default(),
+        })
+    }
+
+    /// The current session of `host`, if any (for logs and tests).
+    pub async fn session_of(&self, host: &str) -> Option<Arc<Session>> {
+        self.sessions.lock().await.get(host).cloned()
+    }
+
+    /// Serves browser connections from `listener` until the task is
+    /// dropped.
+    pub async fn serve(self: Arc<Proxy>, listener: TcpListener) {
+        loop {
+            let Ok((tcp, peer)) = listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            };
+            if !self.cfg.allowed(peer.ip()) {
+                self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                drop(tcp);
+                continue;
+            }
+            let _ = tcp.set_nodelay(true);
+            let me = self.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req| {
+                    let me = me.clone();
+                    async move { Ok::<_, std::convert::Infallible>(me.handle(req).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tcp), svc)
+                    .await;
+            });
+        }
+    }
+
+    /// The session for `host`. A document request opens a new one planned
+    /// from its URL's hint unless the host has a fresh one; a sub-resource
+    /// on another host that resolves to the address of a fresh session
+    /// shares it (as Chrome coalesces HTTP/2 connections), else gets a
+    /// session of its own.
+    async fn session(
+        &self,
+        host: &str,
+        url: &str,
+        is_document: bool,
+    ) -> Result<Arc<Session>, SessionError> {
+        // Held across the lookups: concurrent first requests for a host
+        // wait for one session instead of each planning their own.
+        let mut map = self.sessions.lock().await;
+        let fresh = |s: &Session| s.idle_for() < self.cfg.session_idle && !s.is_closed();
+        if let Some(s) = map.get(host) {
+            if fresh(s) {
+                return Ok(s.clone());
+            }
+        }
+        let r = lookup(&self.cfg, host, url).await?;
+        if !is_document {
+            let same = r.addrs.first().and_then(|ip| {
+                map.values()
+                    .find(|s| s.addr.ip() == *ip && fresh(s))
+                    .cloned()
+            });
+            if let Some(s) = same {
+                map.insert(host.to_string(), s.clone());
+                return Ok(s);
+            }
+        }
+        let s = Arc::new(Session::open_resolved(&self.cfg, host, url, &r).await?);
+        self.stats.sessions.fetch_add(1, Ordering::Relaxed);
+        match &s.plan {
+            Ok(p) => eprintln!(
+                "proxy: {url}: n = {} (page {} B, radio RTT {:.1} ms, wired {:.1} ms, {:.1} Mbit/s)",
+                p.n,
+                p.page_bytes,
+                p.radio_rtt_s * 1e3,
+                p.wired_rtt_s * 1e3,
+                p.bandwidth_bps / 1e6
+            ),
+            Err(why) => {
+                self.stats.fallbacks.fetch_add(1, Ordering::Relaxed);
+                eprintln!("proxy: {url}: one connection ({why})");
+            }
+        }
+        map.insert(host.to_string(), s.clone());
+        Ok(s)
+    }
+
+    /// Handles one browser request.
+    pub async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+        let refuse = |status, why: &str| {
+            self.stats.refused.fetch_add(1, Ordering::Relaxed);
+            error(status, why)
+        };
+        if req.method() == http::Method::CONNECT {
+            return refuse(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "CONNECT is not supported: this proxy carries http:// pages only",
+            );
+        }
+        let uri = req.uri().clone();
+        if uri.scheme_str() != Some("http") {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "expected an absolute http:// URL (use me as an HTTP proxy)",
+            );
+        }
+        let Some(host) = uri.host().map(str::to_ascii_lowercase) else {
+            return refuse(StatusCode::BAD_REQUEST, "the URL has no host");
+        };
+        if uri.port_u16().is_some_and(|p| p != self.cfg.origin_port) {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                "only the origin port the proxy was configured for",
+            );
+        }
+        let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+        let url = format!("http://{host}{path}");
+        let is_document = req
+            .headers()
+            .get(http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.starts_with("text/html"));
+        let session = match self.session(&host, &url, is_document).await {
+            Ok(s) => s,
+            Err(e) => {
+                self.stats.upstream_errors.fetch_add(1, Ordering::Relaxed);
+                return error(StatusCode::BAD_GATEWAY, &e.to_string());
+            }
+        };
+        let i = session.pick(&url, is_document);
+        let (parts, body) = req.into_parts();
+        let mut up = Request::builder().method(parts.method).uri(path.as_str());
+        for (k, v) in &parts.headers {
+            if !HOP_BY_HOP.contains(&k.as_str()) && k != http::header::HOST {
+                up = up.header(k, v);
+            }
+        }
+        let up = match up.body(body.boxed()) {
+            Ok(r) => r,
+            Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string()),
+        };
+        // HTTP/2 takes the authority from the URI.
+        let (mut p, b) = up.into_parts();
+        p.uri = match http::Uri::builder()
+            .scheme("http")
+            .authority(host.as_str())
+            .path_and_query(path.as_str())
+            .build()
+        {
+            Ok(u) => u,
+            Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string()),
+        };
+        match session.send(i, Request::from_parts(p, b)).await {
+            Ok(resp) => {
+                self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
+                let (mut parts, body) = resp.into_parts();
+                for h in HOP_BY_HOP {
+                    parts.headers.remove(h);
+                }
+                Response::from_parts(parts, body.boxed())
+            }
+            Err(e) => {
+                self.stats.upstream_errors.fetch_add(1, Ordering::Relaxed);
+                error(StatusCode::BAD_GATEWAY, &format!("{url}: {e}"))
+            }
+        }
+    }
+}
