@@ -46,6 +46,11 @@ pub struct ProxyConfig {
     pub edge: SocketAddr,
     /// Radio bandwidth the client plans with, bit/s.
     pub radio_bandwidth_bps: f64,
+    /// Keep what can reveal other objects (HTML, CSS, scripts) on the
+    /// connection that carried the document, whose window has grown; only
+    /// the rest follows the size-balanced assignment. The extra connections
+    /// are cold when the document's children are requested (docs/LAB.md).
+    pub warm_first: bool,
     /// Follow hints; `false` makes every session one connection (the
     /// plain HTTP/2 baseline through the same proxy).
     pub use_hints: bool,
@@ -72,6 +77,7 @@ impl ProxyConfig {
             radio_bandwidth_bps,
             radio_rtt: None,
             use_hints: true,
+            warm_first: true,
             origin_port: 80,
             allow_from: Vec::new(),
             session_idle: Duration::from_secs(10),
@@ -204,11 +210,12 @@ impl Session {
         self.conns.len()
     }
 
-    /// The connection for `url`: the document (`is_document`) on the first,
+    /// The connection for `url`: `on_first` (the document, and with
+    /// warm-first what can reveal others) on the first,
     /// a listed object where the plan put it, the rest on the least loaded.
-    pub fn pick(&self, url: &str, is_document: bool) -> usize {
+    pub fn pick(&self, url: &str, on_first: bool) -> usize {
         let n = self.conns.len().max(1);
-        if is_document {
+        if on_first {
             return 0;
         }
         let h = mewa_hint::wire::url_hash(url) & self.mask;
@@ -347,6 +354,23 @@ const HOP_BY_HOP: [&str; 9] = [
     "proxy-authorization",
     "proxy-authenticate",
 ];
+
+/// Whether a request is for something that can reveal other objects: the
+/// browser asks for style sheets and documents with their types first in
+/// `Accept`; scripts are asked for with `*/*`, so their path decides.
+fn reveals<B>(req: &Request<B>, path: &str) -> bool {
+    let accept = req
+        .headers()
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let p = path.to_ascii_lowercase();
+    accept.starts_with("text/html")
+        || accept.starts_with("text/css")
+        || p.ends_with(".css")
+        || p.ends_with(".js")
+        || p.ends_with(".mjs")
+}
 
 fn error(status: StatusCode, why: &str) -> Response<ProxyBody> {
     let mut r = Response::new(
@@ -498,7 +522,8 @@ impl Proxy {
                 return error(StatusCode::BAD_GATEWAY, &e.to_string());
             }
         };
-        let i = session.pick(&url, is_document);
+        let on_first = is_document || (self.cfg.warm_first && reveals(&req, uri.path()));
+        let i = session.pick(&url, on_first);
         let (parts, body) = req.into_parts();
         let mut up = Request::builder().method(parts.method).uri(path.as_str());
         for (k, v) in &parts.headers {

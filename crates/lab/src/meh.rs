@@ -807,6 +807,7 @@ pub fn browser_runs(
                 let mut pc = mewa_client::proxy::ProxyConfig::new(edge, cfg.planned_bandwidth_bps);
                 pc.origin_port = PORT_PLAIN;
                 pc.use_hints = with_hint;
+                pc.warm_first = cfg.policy == Policy::WarmFirst;
                 let (port_tx, port_rx) = mpsc::channel::<Result<u16, String>>();
                 let (stop_tx, stop_rx) = oneshot::channel::<()>();
                 let (n_tx, n_rx) = mpsc::channel::<usize>();

@@ -249,8 +249,13 @@ fn browser_table(res: &MehResult) -> Table {
         "failed",
         "seed 000 %",
     ]);
-    let mut names: Vec<&str> = res.browser.iter().map(|b| b.page.as_str()).collect();
-    names.dedup();
+    // Pages in first-seen order (the runs interleave them).
+    let mut names: Vec<&str> = Vec::new();
+    for b in &res.browser {
+        if !names.contains(&b.page.as_str()) {
+            names.push(&b.page);
+        }
+    }
     for (k, name) in names.iter().enumerate() {
         let of = |with: bool| {
             let v: Vec<f64> = res
@@ -470,7 +475,7 @@ fn write_results(dir: &Path, res: &MehResult, setting: &str) -> anyhow::Result<(
                     .collect()
             };
             plot::BoxGroup {
-                label: format!("{} (n={})", p.page, p.n),
+                label: format!("{:.0}k n={}", p.page_bytes as f64 / 1000.0, p.n),
                 boxes: vec![of(false), of(true)],
             }
         })

@@ -174,7 +174,7 @@ pub fn draw_boxes(
     let mut c = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 18))
         .margin(16)
-        .x_label_area_size(150)
+        .x_label_area_size(40)
         .y_label_area_size(64)
         .build_cartesian_2d(-0.5..(n - 0.5), 0.0..hi * 1.08)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -190,11 +190,7 @@ pub fn draw_boxes(
         .disable_x_mesh()
         .x_labels(groups.len().max(1) * 2 + 1)
         .x_label_formatter(&fmt_x)
-        .x_label_style(
-            ("sans-serif", 12)
-                .into_font()
-                .transform(FontTransform::Rotate90),
-        )
+        .x_label_style(("sans-serif", 12))
         .y_desc(y_label)
         .draw()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
