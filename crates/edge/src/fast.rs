@@ -363,6 +363,9 @@ mod tests {
         }
     }
 
+    /// An OPT record: payload, TTL, options (code, data).
+    type Opt = (u16, u32, Vec<(u16, Vec<u8>)>);
+
     /// A query written by hand, so that every field can be off.
     #[derive(Debug, Clone)]
     struct Q {
@@ -372,8 +375,7 @@ mod tests {
         labels: Vec<Vec<u8>>,
         qtype: u16,
         qclass: u16,
-        /// payload, TTL, options (code, data)
-        edns: Option<(u16, u32, Vec<(u16, Vec<u8>)>)>,
+        edns: Option<Opt>,
         trailing: Vec<u8>,
     }
 
@@ -488,7 +490,8 @@ mod tests {
             2 => Just(TYPE_AAAA),
             1 => prop::sample::select(vec![16u16, 15, 255, 41, 0]),
         ];
-        let qclass = prop_oneof![5 => Just(CLASS_IN), 1 => prop::sample::select(vec![3u16, 254, 255, 0])];
+        let qclass =
+            prop_oneof![5 => Just(CLASS_IN), 1 => prop::sample::select(vec![3u16, 254, 255, 0])];
         let payload = prop_oneof![
             Just(1232u16),
             Just(512),
@@ -502,7 +505,8 @@ mod tests {
             0.8,
             (payload, ttl, prop::collection::vec(option_strategy(), 0..3)),
         );
-        let trailing = prop_oneof![6 => Just(vec![]), 1 => prop::collection::vec(any::<u8>(), 1..4)];
+        let trailing =
+            prop_oneof![6 => Just(vec![]), 1 => prop::collection::vec(any::<u8>(), 1..4)];
         (
             any::<u16>(),
             flags,
@@ -513,16 +517,18 @@ mod tests {
             edns,
             trailing,
         )
-            .prop_map(|(id, flags, counts, labels, qtype, qclass, edns, trailing)| Q {
-                id,
-                flags,
-                counts,
-                labels,
-                qtype,
-                qclass,
-                edns,
-                trailing,
-            })
+            .prop_map(
+                |(id, flags, counts, labels, qtype, qclass, edns, trailing)| Q {
+                    id,
+                    flags,
+                    counts,
+                    labels,
+                    qtype,
+                    qclass,
+                    edns,
+                    trailing,
+                },
+            )
     }
 
     /// The fast path, where it answers, answers exactly as the general one.
@@ -644,7 +650,10 @@ mod tests {
             ),
         ];
         for q in &general {
-            assert!(answer(&r, &book, &q.bytes(), Transport::Udp).is_none(), "{q:?}");
+            assert!(
+                answer(&r, &book, &q.bytes(), Transport::Udp).is_none(),
+                "{q:?}"
+            );
         }
     }
 }
