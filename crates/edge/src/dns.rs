@@ -37,7 +37,7 @@ use mewa_hint::wire::Form;
 use crate::hints::HintBook;
 
 /// The classic DNS limit over UDP without EDNS (RFC 1035 §4.2.1).
-const PLAIN_UDP: usize = 512;
+pub(crate) const PLAIN_UDP: usize = 512;
 
 /// Addresses of the hosts the edge answers for, and how long answers may be
 /// cached.
@@ -64,6 +64,12 @@ impl Zone {
     /// The addresses of a host, if it is in the zone.
     pub fn get(&self, host: &str) -> Option<&[IpAddr]> {
         self.hosts.get(&normalize(host)).map(Vec::as_slice)
+    }
+
+    /// [`Zone::get`] for a name already in lower case without the trailing
+    /// dot (the fast path builds it so, without allocating).
+    pub(crate) fn get_normalized(&self, host: &str) -> Option<&[IpAddr]> {
+        self.hosts.get(host).map(Vec::as_slice)
     }
 
     /// Hosts in the zone.
@@ -158,7 +164,28 @@ pub struct Responder {
 impl Responder {
     /// Answers `query` (raw bytes). `may_forward` says whether this client
     /// is allowed to use the upstream resolver.
+    ///
+    /// The common query (one `A`/`AAAA` question for a zone host, at most an
+    /// OPT record with at most the hint request, an answer that fits) is
+    /// answered straight from its wire bytes (`crate::fast`); everything
+    /// else by [`Responder::answer_general`]. Both give the same bytes.
     pub fn answer(
+        &self,
+        book: &HintBook,
+        query: &[u8],
+        transport: Transport,
+        may_forward: bool,
+    ) -> Answered {
+        match crate::fast::answer(self, book, query, transport) {
+            Some(a) => a,
+            None => self.answer_general(book, query, transport, may_forward),
+        }
+    }
+
+    /// The general path behind [`Responder::answer`]: parses the query into
+    /// a hickory-proto `Message` and applies every rule of the module docs.
+    /// Public so that the fuzz target can hold the fast path to it.
+    pub fn answer_general(
         &self,
         book: &HintBook,
         query: &[u8],

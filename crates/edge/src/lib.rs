@@ -8,7 +8,8 @@
 //! - [`admin`]: read-only HTTP admin API, status page, Prometheus metrics.
 //! - [`config`]: the TOML configuration, every knob documented.
 //! - [`dns`]: the answering rules without I/O (zone, hint option, TXT
-//!   fallback, forwarding decision, size limits).
+//!   fallback, forwarding decision, size limits); its fast path for the
+//!   common query shape lives in the private `fast` module.
 //! - [`monitor`]: edge→origin RTT by TCP connect time, smoothed (EWMA).
 //! - [`server`]: the DNS runtime (UDP with SO_REUSEPORT, TCP, forwarding,
 //!   metrics).
@@ -20,6 +21,7 @@ pub mod admin;
 pub mod app;
 pub mod config;
 pub mod dns;
+mod fast;
 pub mod hints;
 pub mod monitor;
 pub mod server;

@@ -13,6 +13,14 @@
 //!   `server-count`; NSD's response-rate limiting is off.
 //! - **Latency** at a fixed moderate rate (`--latency-qps`), from dnsperf's
 //!   per-query output: p50 and p99.
+//! - **CPU per query**: utime + stime of the server's processes (from
+//!   /proc, NSD's forked servers included) over each throughput run, divided
+//!   by the queries dnsperf saw answered; and dnsperf's own, from this
+//!   process's reaped-children times. On 2 shared cores the load generator
+//!   takes CPU from the server, so q/s alone mixes the two; CPU per query is
+//!   the server's cost by itself. dnsperf's figure includes its wait for
+//!   unanswered queries after the run, which it spends polling: a server
+//!   that drops a handful of queries makes it look expensive.
 //! - Each answer of the edge is checked first: the address, and a hint that
 //!   decodes.
 
@@ -29,7 +37,7 @@ use mewa_hint::dns::{HintRequest, OPTION_CODE};
 use mewa_hint::page::{synthetic_page, PageMeta};
 use serde::Serialize;
 
-use crate::bench_origin::{find_program, TempDir};
+use crate::bench_origin::{clk_tck, find_program, proc_ticks, TempDir};
 use crate::output::Table;
 
 /// `mewa bench edge` options.
@@ -64,6 +72,44 @@ struct Row {
     lost_share: f64,
     p50_us: Option<f64>,
     p99_us: Option<f64>,
+    /// Median over the runs of the server's CPU time per answered query.
+    cpu_us_per_query: Option<f64>,
+    /// The same for dnsperf (the load generator).
+    load_cpu_us_per_query: Option<f64>,
+}
+
+/// One throughput run.
+struct Sample {
+    qps: f64,
+    lost: f64,
+    /// Server CPU µs per answered query, `None` where /proc cannot be read.
+    cpu_us: Option<f64>,
+    /// dnsperf's CPU µs per answered query.
+    load_cpu_us: Option<f64>,
+}
+
+/// CPU time (utime + stime, clock ticks) of `pid` and all its descendants:
+/// NSD answers from forked server processes.
+fn tree_ticks(pid: u32) -> Option<u64> {
+    let mut total = proc_ticks(pid)?;
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    for t in tasks.flatten() {
+        let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        for c in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+            // A child that exited in between is not counted.
+            total += tree_ticks(c).unwrap_or(0);
+        }
+    }
+    Some(total)
+}
+
+/// CPU time (clock ticks) of this process's reaped children (cutime +
+/// cstime): dnsperf's, once `output()` has waited for it.
+fn reaped_children_ticks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(f.get(13)?.parse::<u64>().ok()? + f.get(14)?.parse::<u64>().ok()?)
 }
 
 const ZONE: &str = "bench.example";
@@ -172,6 +218,8 @@ fn check_edge(addr: SocketAddr, page_url: &str) -> anyhow::Result<usize> {
 struct Perf<'a> {
     dnsperf: &'a Path,
     queries: &'a Path,
+    /// Clock ticks per second of /proc times.
+    clk_tck: f64,
 }
 
 impl Perf<'_> {
@@ -187,8 +235,16 @@ impl Perf<'_> {
         c
     }
 
-    /// Queries per second and the lost share of one run.
-    fn throughput(&self, port: u16, option: Option<&str>, secs: u64) -> anyhow::Result<(f64, f64)> {
+    /// Queries per second, the lost share and CPU per query of one run
+    /// against the server whose process is `pid`.
+    fn throughput(
+        &self,
+        port: u16,
+        option: Option<&str>,
+        secs: u64,
+        pid: u32,
+    ) -> anyhow::Result<Sample> {
+        let (server0, load0) = (tree_ticks(pid), reaped_children_ticks());
         let out = self
             .command(port, option)
             .args(["-l", &secs.to_string(), "-c", "4", "-T", "2", "-q", "200"])
@@ -206,7 +262,16 @@ impl Perf<'_> {
             .with_context(|| format!("no rate in dnsperf's output:\n{text}"))?;
         let sent = field("Queries sent").unwrap_or(0.0);
         let lost = field("Queries lost").unwrap_or(0.0);
-        Ok((qps, if sent > 0.0 { lost / sent } else { 0.0 }))
+        let done = field("Queries completed").unwrap_or(0.0).max(1.0);
+        let per_query = |a: Option<u64>, b: Option<u64>| {
+            Some(b?.saturating_sub(a?) as f64 / self.clk_tck * 1e6 / done)
+        };
+        Ok(Sample {
+            qps,
+            lost: if sent > 0.0 { lost / sent } else { 0.0 },
+            cpu_us: per_query(server0, tree_ticks(pid)),
+            load_cpu_us: per_query(load0, reaped_children_ticks()),
+        })
     }
 
     /// p50 and p99 latency (µs) at a fixed rate.
@@ -269,7 +334,7 @@ pub fn run(b: EdgeBench) -> anyhow::Result<()> {
     std::fs::write(dir.join("edge.toml"), cfg)?;
     let edge_log = dir.join("edge.log");
     let exe = std::env::current_exe().context("finding this program")?;
-    let _edge = Proc(
+    let edge = Proc(
         Command::new(exe)
             .args(["edge", "serve", "--config"])
             .arg(dir.join("edge.toml"))
@@ -337,31 +402,42 @@ pub fn run(b: EdgeBench) -> anyhow::Result<()> {
     let perf = Perf {
         dnsperf: &dnsperf,
         queries: &queries,
+        clk_tck: clk_tck(),
     };
 
-    let mut cases: Vec<(&'static str, &'static str, u16, Option<&str>)> = vec![
-        ("mewa edge", "with hints", edge_port, Some(&option)),
-        ("mewa edge", "no hints", edge_port, None),
+    let edge_pid = edge.0.id();
+    let mut cases: Vec<(&'static str, &'static str, u16, Option<&str>, u32)> = vec![
+        (
+            "mewa edge",
+            "with hints",
+            edge_port,
+            Some(&option),
+            edge_pid,
+        ),
+        ("mewa edge", "no hints", edge_port, None, edge_pid),
     ];
-    if nsd_proc.is_some() {
-        cases.push(("nsd", "same queries", nsd_port, Some(&option)));
+    if let Some(p) = &nsd_proc {
+        cases.push(("nsd", "same queries", nsd_port, Some(&option), p.0.id()));
     }
     let mut rows = Vec::new();
-    let mut all: Vec<Vec<(f64, f64)>> = cases.iter().map(|_| Vec::new()).collect();
+    let mut all: Vec<Vec<Sample>> = cases.iter().map(|_| Vec::new()).collect();
     for r in 0..b.runs {
-        for (i, (server, mode, port, opt)) in cases.iter().enumerate() {
-            let (qps, lost) = perf.throughput(*port, *opt, b.seconds)?;
+        for (i, (server, mode, port, opt, pid)) in cases.iter().enumerate() {
+            let s = perf.throughput(*port, *opt, b.seconds, *pid)?;
             eprintln!(
-                "run {}/{}: {server:<10} {mode:<12} {qps:>10.0} q/s",
+                "run {}/{}: {server:<10} {mode:<12} {:>10.0} q/s {:>6} µs CPU/query",
                 r + 1,
-                b.runs
+                b.runs,
+                s.qps,
+                s.cpu_us.map_or("-".into(), |c| format!("{c:.2}")),
             );
-            all[i].push((qps, lost));
+            all[i].push(s);
         }
     }
-    for ((server, mode, port, opt), runs) in cases.iter().zip(all) {
-        let q: Vec<f64> = runs.iter().map(|r| r.0).collect();
-        let lost = runs.iter().map(|r| r.1).fold(0.0, f64::max);
+    let median_of = |v: Option<Vec<f64>>| v.and_then(|v| mewa_lab::metrics::median(&v));
+    for ((server, mode, port, opt, _), runs) in cases.iter().zip(all) {
+        let q: Vec<f64> = runs.iter().map(|r| r.qps).collect();
+        let lost = runs.iter().map(|r| r.lost).fold(0.0, f64::max);
         let (p50, p99) = perf.latency(*port, *opt, b.latency_qps)?;
         let qps_runs = q.clone();
         rows.push(Row {
@@ -372,6 +448,8 @@ pub fn run(b: EdgeBench) -> anyhow::Result<()> {
             lost_share: lost,
             p50_us: Some(p50),
             p99_us: Some(p99),
+            cpu_us_per_query: median_of(runs.iter().map(|r| r.cpu_us).collect()),
+            load_cpu_us_per_query: median_of(runs.iter().map(|r| r.load_cpu_us).collect()),
         });
     }
     let ratio = rows
@@ -379,12 +457,19 @@ pub fn run(b: EdgeBench) -> anyhow::Result<()> {
         .find(|r| r.server == "nsd")
         .map(|n| rows[0].qps_median / n.qps_median);
     let plain_ratio = rows[0].qps_median / rows[1].qps_median;
+    // CPU per query of the edge with hints against NSD's: the servers'
+    // costs without the load generator's share of the cores.
+    let cpu_ratio = rows
+        .iter()
+        .find(|r| r.server == "nsd")
+        .and_then(|n| Some(rows[0].cpu_us_per_query? / n.cpu_us_per_query?));
     if b.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "rows": rows, "hint_bytes": hint_bytes, "workers": workers,
                 "hints_vs_nsd": ratio, "hints_vs_no_hints": plain_ratio, "target": 0.8,
+                "cpu_per_query_hints_vs_nsd": cpu_ratio,
             }))?
         );
         return Ok(());
@@ -395,6 +480,8 @@ pub fn run(b: EdgeBench) -> anyhow::Result<()> {
         "q/s (median)",
         "p50 µs",
         "p99 µs",
+        "CPU µs/q",
+        "dnsperf CPU µs/q",
         "max lost",
         "runs (q/s)",
     ]);
@@ -405,6 +492,9 @@ pub fn run(b: EdgeBench) -> anyhow::Result<()> {
             format!("{:.0}", r.qps_median),
             r.p50_us.map_or("-".into(), |v| format!("{v:.0}")),
             r.p99_us.map_or("-".into(), |v| format!("{v:.0}")),
+            r.cpu_us_per_query.map_or("-".into(), |v| format!("{v:.2}")),
+            r.load_cpu_us_per_query
+                .map_or("-".into(), |v| format!("{v:.2}")),
             format!("{:.2} %", r.lost_share * 100.0),
             r.qps_runs
                 .iter()
@@ -424,9 +514,30 @@ pub fn run(b: EdgeBench) -> anyhow::Result<()> {
         ),
         None => println!("no NSD to compare with"),
     }
+    if let Some(c) = cpu_ratio {
+        println!("server CPU per query, edge with hints / nsd = {c:.2}");
+    }
     println!(
         "dnsperf -c 4 -T 2 -q 200, {} s per run, median of {}; latency at {} q/s; {} host(s); {workers} worker(s) per server; loopback.",
         b.seconds, b.runs, b.latency_qps, b.hosts
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_cpu_of_a_process_tree_and_of_reaped_children() {
+        let before = reaped_children_ticks().expect("own /proc/self/stat");
+        assert!(tree_ticks(std::process::id()).is_some());
+        // A child that burns a little CPU is counted once reaped.
+        let status = Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"])
+            .status()
+            .expect("sh runs");
+        assert!(status.success());
+        assert!(reaped_children_ticks().expect("readable") >= before);
+    }
 }

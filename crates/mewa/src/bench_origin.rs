@@ -560,7 +560,7 @@ impl Drop for Server {
 }
 
 /// utime + stime of a process (all its threads), in clock ticks.
-fn proc_ticks(pid: u32) -> Option<u64> {
+pub(crate) fn proc_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name (which may hold spaces): state is
     // field 3, utime 14, stime 15.
@@ -570,7 +570,7 @@ fn proc_ticks(pid: u32) -> Option<u64> {
 }
 
 /// `getconf CLK_TCK`, 100 if that fails (the Linux value everywhere).
-fn clk_tck() -> f64 {
+pub(crate) fn clk_tck() -> f64 {
     Command::new("getconf")
         .arg("CLK_TCK")
         .output()
