@@ -32,14 +32,20 @@ fn book() -> &'static HintBook {
             objects,
             computation_ms: None,
         };
-        let policy = HintPolicy { alpha: 0.5, ttl_s: 60 };
+        let policy = HintPolicy {
+            alpha: 0.5,
+            ttl_s: 60,
+        };
         HintBook::build(vec![page], &HashMap::new(), policy, 0).0
     })
 }
 
 fuzz_target!(|data: &[u8]| {
     let r = Responder {
-        zone: Zone::new([("a.example".to_string(), vec!["10.0.0.2".parse().unwrap()])], 30),
+        zone: Zone::new(
+            [("a.example".to_string(), vec!["10.0.0.2".parse().unwrap()])],
+            30,
+        ),
         max_udp_payload: 1232,
         upstream: true,
     };
@@ -47,10 +53,16 @@ fuzz_target!(|data: &[u8]| {
         let a = r.answer(book(), data, t, true);
         let general = r.answer_general(book(), data, t, true);
         assert_eq!(a.outcome, general.outcome, "fast and general paths differ");
-        assert_eq!((&a.page, &a.hint, a.error), (&general.page, &general.hint, general.error));
+        assert_eq!(
+            (&a.page, &a.hint, a.error),
+            (&general.page, &general.hint, general.error)
+        );
         if let (Outcome::Reply(b), Transport::Udp) = (a.outcome, t) {
             assert!(b.len() <= 1232);
-            assert!(data.len() >= 12 && data[2] & 0x80 == 0, "answered a non-query");
+            assert!(
+                data.len() >= 12 && data[2] & 0x80 == 0,
+                "answered a non-query"
+            );
         }
     }
 });
