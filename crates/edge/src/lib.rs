@@ -16,6 +16,8 @@
 //! - [`hints`]: the hint book, every known page's hint encoded ahead of time.
 //! - [`store`]: the SQLite store of pages, objects, origins, latency samples
 //!   and query counts.
+//! - [`tracer`]: the page tracer: headless Chromium over CDP records a
+//!   page's objects, sizes and computation latency.
 
 pub mod admin;
 pub mod app;
@@ -26,3 +28,4 @@ pub mod hints;
 pub mod monitor;
 pub mod server;
 pub mod store;
+pub mod tracer;

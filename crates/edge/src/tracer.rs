@@ -1,0 +1,972 @@
+//! The page tracer: loads a page in headless Chromium and records what the
+//! edge must know about it — every object with its size and type, and the
+//! page's computation latency (issue 5).
+//!
+//! Seed 000 §II: "We select the Chrome browser with *chrome-har-capturer*
+//! tool to periodically load and trace the target web page. The HTTP response
+//! headers of each embedded object are local maintained to build up the
+//! meta-data cache of traced page." chrome-har-capturer drives Chrome over the
+//! DevTools protocol and turns its `Network.*` and `Page.*` events into a
+//! HAR; this module does the same and hands the events to the importer that
+//! `mewa edge import` uses for DevTools logs
+//! ([`mewa_hint::import::import_cdp`]), so a traced page and an imported
+//! recording follow one set of rules (sizes, redirects, discovery, parents).
+//!
+//! # How a page is traced
+//!
+//! 1. [`trace_page`] launches Chromium through chromiumoxide with the flags
+//!    of [`CHROMIUM_FLAGS`] and a fresh profile in a temporary directory (a
+//!    cold load: empty cache, no cookies), removed afterwards.
+//! 2. It speaks CDP itself over chromiumoxide's WebSocket [`Connection`],
+//!    with events kept as raw JSON. chromiumoxide's typed event decoder
+//!    follows one protocol revision and drops any event it cannot decode — a
+//!    newer Chromium adding one enum value (a resource type, a security
+//!    state) would silently lose requests — whereas the importer reads only
+//!    the fields it needs and tolerates the rest.
+//! 3. A blank tab is created and attached (flat sessions); `Page` and
+//!    `Network` are enabled, and auto-attach makes out-of-process iframes and
+//!    workers report their requests too. Then `Page.navigate`.
+//! 4. Events are recorded until `Page.loadEventFired`, then until the
+//!    network has been quiet for [`TraceOptions::quiet`] (fetches a script
+//!    issues after `onload` belong to the page) or
+//!    [`TraceOptions::after_load`] has passed; everything within
+//!    [`TraceOptions::timeout`].
+//! 5. The browser is closed (killed if it does not exit), the profile
+//!    removed, and the log turned into the store's page form
+//!    ([`TracedPage::from_log`]).
+//!
+//! # Computation latency
+//!
+//! Seed 001 §2 names the quantity: "the computation latency to be
+//! experienced by the mobile device which represents the network idle time
+//! while delivering webpage objects". The tracer measures exactly that on its
+//! own load, from the DevTools timestamps (one monotonic clock for every
+//! process of the browser), in [`load_timing`]:
+//!
+//! ```text
+//! window      = [document request sent, Page.loadEventFired]
+//! busy        = | ∪ [requestWillBeSent, loadingFinished or loadingFailed] ∩ window |
+//! computation = max(0, |window| − busy)
+//! ```
+//!
+//! Time with any request in flight counts as network time, even when the
+//! main thread computes meanwhile, so the value never blames the network's
+//! waits on computation; it is the time in which the page *could* have been
+//! fetching and was not. It differs from the main-thread busy time that
+//! [`mewa_hint::import::computation_ms_from_trace`] reads from Chrome traces
+//! (imported Lighthouse recordings): computation overlapping a transfer
+//! counts there and not here. Two caveats: the edge is not a phone, and seed
+//! 001 §2 cites WProf-M for computation being "very much different for
+//! computers/laptops" — the tracer measures on the edge's CPU, a lower bound
+//! for a phone; and on a slow edge→origin path parsing hides behind
+//! transfers, which lowers the figure too.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use chromiumoxide::browser::{Browser, BrowserConfig};
+use chromiumoxide::cdp::browser_protocol::target::SessionId;
+use chromiumoxide::conn::Connection;
+use chromiumoxide::error::CdpError;
+use chromiumoxide::types::{EventMessage, Message, Method, MethodId};
+use futures_util::StreamExt;
+use mewa_hint::import::{import_cdp, ImportError};
+use mewa_hint::page::{host_of, strip_fragment, PageMeta};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// Chromium flags (without the leading `--`, as chromiumoxide wants them)
+/// besides `--headless`, `--no-sandbox` and `--user-data-dir`, which the
+/// launch adds. GUIDE §3: without the background-networking flags Chromium
+/// floods a closed network with lookups; no GPU in a server.
+pub const CHROMIUM_FLAGS: [&str; 5] = [
+    "disable-gpu",
+    "no-first-run",
+    "disable-background-networking",
+    "disable-component-update",
+    "disable-sync",
+];
+
+/// The CDP events the log keeps: what the importer reads, plus the load
+/// event for the timing.
+const RECORDED: [&str; 10] = [
+    "Network.requestWillBeSent",
+    "Network.responseReceived",
+    "Network.responseReceivedExtraInfo",
+    "Network.dataReceived",
+    "Network.loadingFinished",
+    "Network.loadingFailed",
+    "Network.requestServedFromCache",
+    "Page.frameAttached",
+    "Page.frameNavigated",
+    "Page.loadEventFired",
+];
+
+/// How long a closing browser may take before it is killed.
+const CLOSE_WAIT: Duration = Duration::from_secs(3);
+
+/// How a page is traced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceOptions {
+    /// The whole trace at most: launch, load, settling. A page whose load
+    /// event has not fired by then fails with [`TraceError::Timeout`].
+    pub timeout: Duration,
+    /// After the load event, stop once no request has been in flight for
+    /// this long.
+    pub quiet: Duration,
+    /// After the load event, stop after this long even if requests are still
+    /// in flight (a long poll never ends).
+    pub after_load: Duration,
+    /// More Chromium flags, without the leading `--`, e.g.
+    /// `host-resolver-rules=MAP * 10.0.0.2` (see
+    /// [`host_resolver_rules`]).
+    pub extra_args: Vec<String>,
+}
+
+impl Default for TraceOptions {
+    /// 30 s in all, 500 ms of quiet, at most 3 s after the load event.
+    fn default() -> Self {
+        TraceOptions {
+            timeout: Duration::from_secs(30),
+            quiet: Duration::from_millis(500),
+            after_load: Duration::from_secs(3),
+            extra_args: Vec::new(),
+        }
+    }
+}
+
+/// Why a page could not be traced. Every message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// The Chromium binary is not there.
+    #[error("no Chromium at {}: install it (`apt-get install chromium`) or set `tracer.chromium` in the edge config to its path", path.display())]
+    NoChromium {
+        /// Where it was looked for.
+        path: PathBuf,
+    },
+    /// The URL cannot be loaded by a tracer.
+    #[error("{url}: not an absolute http(s) URL")]
+    BadUrl {
+        /// The URL.
+        url: String,
+    },
+    /// Chromium did not start or did not offer its DevTools endpoint.
+    #[error("starting {}: {message}", path.display())]
+    Launch {
+        /// The binary.
+        path: PathBuf,
+        /// chromiumoxide's message, with Chromium's stderr when it has one.
+        message: String,
+    },
+    /// The temporary profile directory could not be made.
+    #[error("creating a Chromium profile in {}: {error}", path.display())]
+    Profile {
+        /// The directory.
+        path: PathBuf,
+        /// The OS error.
+        error: std::io::Error,
+    },
+    /// The DevTools connection failed or Chromium refused a command.
+    #[error("DevTools protocol: {0}")]
+    Protocol(String),
+    /// Chromium could not load the page (DNS, refused connection, TLS…).
+    #[error("{url}: Chromium could not load it: {error}")]
+    Navigation {
+        /// The URL.
+        url: String,
+        /// Chromium's error text, e.g. `net::ERR_NAME_NOT_RESOLVED`.
+        error: String,
+    },
+    /// The load event did not fire in time.
+    #[error("{url}: no load event within {} s (tracer timeout)", after.as_secs_f64())]
+    Timeout {
+        /// The URL.
+        url: String,
+        /// The timeout.
+        after: Duration,
+    },
+    /// The log holds no usable load (no document request, or no load event
+    /// after it).
+    #[error("{url}: incomplete recording: {what}")]
+    Incomplete {
+        /// The URL.
+        url: String,
+        /// What is missing.
+        what: String,
+    },
+    /// The recorded log could not be turned into a page.
+    #[error(transparent)]
+    Import(#[from] ImportError),
+}
+
+/// The load's timing, from the DevTools timestamps (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LoadTiming {
+    /// From sending the document request to the load event, milliseconds.
+    pub onload_ms: f64,
+    /// Time in that window with at least one request in flight, ms.
+    pub network_busy_ms: f64,
+    /// `onload_ms − network_busy_ms`, at least 0, rounded: the computation
+    /// latency.
+    pub computation_ms: u32,
+    /// Requests sent before the load event.
+    pub requests_before_load: usize,
+}
+
+/// One traced page.
+#[derive(Debug, Clone, Serialize)]
+pub struct TracedPage {
+    /// The URL asked for (without fragment).
+    pub url: String,
+    /// The page in the store's form: objects (URL, host, body bytes on the
+    /// wire, type, validators, discovery, parent) and the computation
+    /// latency.
+    pub page: PageMeta,
+    /// The timing the computation latency comes from.
+    pub timing: LoadTiming,
+    /// What was left out or is uncertain (Chromium's favicon request,
+    /// non-http requests, requests without a size, size rules the importer
+    /// fell back on), one line each.
+    pub notes: Vec<String>,
+    /// The recorded DevTools log (`[{method, params, sessionId}]`), which
+    /// `mewa edge import` reads back.
+    #[serde(skip)]
+    pub log: Vec<Value>,
+    /// How long the whole trace took (launch to close).
+    pub elapsed: Duration,
+}
+
+impl TracedPage {
+    /// The pure half of the tracer: a recorded DevTools log of one load of
+    /// `url` → the page (through [`import_cdp`], the importer of
+    /// `mewa edge import`) with [`load_timing`]'s computation latency.
+    ///
+    /// The page is the one the importer found for `url` (its URL is the
+    /// navigation's first URL, before redirects), else the log's first.
+    pub fn from_log(url: &str, mut log: Vec<Value>) -> Result<TracedPage, TraceError> {
+        let url = strip_fragment(url).to_string();
+        let mut notes = Vec::new();
+        let probes = favicon_probes(&log);
+        if !probes.is_empty() {
+            log.retain(|e| {
+                !e.get("params")
+                    .and_then(|p| p.get("requestId"))
+                    .and_then(Value::as_str)
+                    .is_some_and(|id| probes.contains(id))
+            });
+            notes.push("left out Chromium's own /favicon.ico request".into());
+        }
+        let timing = load_timing(&log).ok_or_else(|| TraceError::Incomplete {
+            url: url.clone(),
+            what: "no document request followed by a load event".into(),
+        })?;
+        let bytes = serde_json::to_vec(&log).map_err(|e| TraceError::Incomplete {
+            url: url.clone(),
+            what: format!("log not serialisable: {e}"),
+        })?;
+        let report = import_cdp(&bytes, &format!("trace of {url}"))?;
+        notes.extend(report.notes);
+        if report.skipped > 0 {
+            notes.push(format!(
+                "{} non-http request(s) (data:, blob:, …) left out",
+                report.skipped
+            ));
+        }
+        for m in &report.missing_sizes {
+            notes.push(format!("{}: no size ({})", m.object_url, m.reason));
+        }
+        let mut pages = report.pages;
+        let i = pages.iter().position(|p| p.url == url).unwrap_or(0);
+        if pages.len() > 1 {
+            notes.push(format!(
+                "the log holds {} top-level navigations; kept {}",
+                pages.len(),
+                pages.get(i).map_or("none", |p| p.url.as_str())
+            ));
+        }
+        if i < pages.len() {
+            let mut page = pages.swap_remove(i);
+            if page.url != url {
+                notes.push(format!("{url} was recorded as {}", page.url));
+            }
+            page.computation_ms = Some(timing.computation_ms);
+            Ok(TracedPage {
+                url,
+                page,
+                timing,
+                notes,
+                log,
+                elapsed: Duration::ZERO,
+            })
+        } else {
+            Err(TraceError::Incomplete {
+                url,
+                what: "no page in the log".into(),
+            })
+        }
+    }
+}
+
+/// Request ids of the `/favicon.ico` requests Chromium makes on its own
+/// (type `Other`, initiator `other`, at the root of a document's origin):
+/// the browser's tab icon, not an object of the page — no page references
+/// it, it usually comes after the load event, and it is mostly a 404.
+fn favicon_probes(log: &[Value]) -> HashSet<String> {
+    log.iter()
+        .filter(|e| e.get("method").and_then(Value::as_str) == Some("Network.requestWillBeSent"))
+        .filter_map(|e| e.get("params"))
+        .filter(|p| {
+            fn s(v: Option<&Value>) -> Option<&str> {
+                v.and_then(Value::as_str)
+            }
+            let url = s(p.get("request").and_then(|r| r.get("url"))).unwrap_or("");
+            s(p.get("type")) == Some("Other")
+                && s(p.get("initiator").and_then(|i| i.get("type"))) == Some("other")
+                && url
+                    .split_once("://")
+                    .and_then(|(_, rest)| rest.split_once('/'))
+                    .is_some_and(|(_, path)| path == "favicon.ico")
+        })
+        .filter_map(|p| {
+            p.get("requestId")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// The load's timing from a DevTools log (see the module docs): the window
+/// runs from the first document request (`Network.requestWillBeSent` of
+/// type `Document`) to the first `Page.loadEventFired` after it; a request
+/// is in flight from its first `requestWillBeSent` (redirect hops share its
+/// `requestId`) to its `loadingFinished` or `loadingFailed`, or to the end of
+/// the window when neither came. `None` without a document request or a load
+/// event after it. Events without a numeric `params.timestamp` are ignored.
+pub fn load_timing(log: &[Value]) -> Option<LoadTiming> {
+    let mut start: Option<f64> = None;
+    let mut load: Option<f64> = None;
+    let mut spans: HashMap<&str, (f64, Option<f64>)> = HashMap::new();
+    for ev in log {
+        let (Some(method), Some(p)) = (ev.get("method").and_then(Value::as_str), ev.get("params"))
+        else {
+            continue;
+        };
+        let Some(ts) = p.get("timestamp").and_then(Value::as_f64) else {
+            continue;
+        };
+        let id = p.get("requestId").and_then(Value::as_str);
+        match (method, id) {
+            ("Network.requestWillBeSent", Some(id)) => {
+                if start.is_none() && p.get("type").and_then(Value::as_str) == Some("Document") {
+                    start = Some(ts);
+                }
+                spans.entry(id).or_insert((ts, None));
+            }
+            ("Network.loadingFinished" | "Network.loadingFailed", Some(id)) => {
+                if let Some(s) = spans.get_mut(id) {
+                    s.1.get_or_insert(ts);
+                }
+            }
+            ("Page.loadEventFired", _) if load.is_none() && start.is_some_and(|s| ts >= s) => {
+                load = Some(ts);
+            }
+            _ => {}
+        }
+    }
+    let (start, load) = (start?, load?);
+    let spans: Vec<(f64, f64)> = spans
+        .values()
+        .filter(|(s, _)| *s <= load)
+        .map(|&(s, e)| (s, e.unwrap_or(load)))
+        .collect();
+    let busy = busy_time((start, load), &spans);
+    let onload = load - start;
+    Some(LoadTiming {
+        onload_ms: onload * 1000.0,
+        network_busy_ms: busy * 1000.0,
+        computation_ms: computation_ms(onload, busy),
+        requests_before_load: spans.len(),
+    })
+}
+
+/// Length of the union of `spans` clipped to `window` (same unit as the
+/// inputs). Overlapping requests count once; spans with the end before the
+/// start are empty.
+pub fn busy_time(window: (f64, f64), spans: &[(f64, f64)]) -> f64 {
+    let (w0, w1) = window;
+    let mut clipped: Vec<(f64, f64)> = spans
+        .iter()
+        .map(|&(s, e)| (s.max(w0), e.min(w1)))
+        .filter(|(s, e)| e > s)
+        .collect();
+    clipped.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut total = 0.0;
+    let mut cur: Option<(f64, f64)> = None;
+    for (s, e) in clipped {
+        cur = match cur {
+            Some((cs, ce)) if s <= ce => Some((cs, ce.max(e))),
+            Some((cs, ce)) => {
+                total += ce - cs;
+                Some((s, e))
+            }
+            None => Some((s, e)),
+        };
+    }
+    if let Some((cs, ce)) = cur {
+        total += ce - cs;
+    }
+    total
+}
+
+/// `onload − busy` (seconds) in whole milliseconds, at least 0 (clock
+/// granularity can make busy exceed the window by a hair).
+fn computation_ms(onload_s: f64, busy_s: f64) -> u32 {
+    let ms = ((onload_s - busy_s) * 1000.0).round();
+    if ms.is_finite() && ms > 0.0 {
+        ms.min(f64::from(u32::MAX)) as u32
+    } else {
+        0
+    }
+}
+
+/// `--host-resolver-rules` for Chromium (without `--`) that sends each host
+/// to its first address, as the edge's zone answers it, or `None` for no
+/// hosts. A port in the URL is kept (the rule has none).
+pub fn host_resolver_rules<'a>(
+    hosts: impl IntoIterator<Item = (&'a str, &'a [std::net::IpAddr])>,
+) -> Option<String> {
+    let rules: Vec<String> = hosts
+        .into_iter()
+        .filter_map(|(h, addrs)| {
+            addrs.first().map(|a| match a {
+                std::net::IpAddr::V4(v4) => format!("MAP {h} {v4}"),
+                std::net::IpAddr::V6(v6) => format!("MAP {h} [{v6}]"),
+            })
+        })
+        .collect();
+    (!rules.is_empty()).then(|| format!("host-resolver-rules={}", rules.join(",")))
+}
+
+/// Loads `url` in headless Chromium at `chromium` and returns its objects and
+/// computation latency (see the module docs for the steps and the rules).
+/// Nothing is stored; [`TracedPage::page`] is ready for
+/// [`crate::store::Store::put_page`] with source `tracer`.
+pub async fn trace_page(
+    chromium: &Path,
+    url: &str,
+    opts: &TraceOptions,
+) -> Result<TracedPage, TraceError> {
+    let started = Instant::now();
+    let url = strip_fragment(url).to_string();
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    if !matches!(scheme.as_deref(), Some("http" | "https")) || host_of(&url).is_none() {
+        return Err(TraceError::BadUrl { url });
+    }
+    if !chromium.is_file() {
+        return Err(TraceError::NoChromium {
+            path: chromium.to_path_buf(),
+        });
+    }
+    let deadline = tokio::time::Instant::from_std(started + opts.timeout);
+    let profile = Profile::create()?;
+    let launch_err = |message: String| TraceError::Launch {
+        path: chromium.to_path_buf(),
+        message,
+    };
+    let args: Vec<String> = CHROMIUM_FLAGS
+        .iter()
+        .map(|f| f.to_string())
+        .chain(
+            opts.extra_args
+                .iter()
+                .map(|a| a.trim_start_matches('-').to_string()),
+        )
+        .collect();
+    let config = BrowserConfig::builder()
+        .chrome_executable(chromium)
+        .no_sandbox()
+        .user_data_dir(&profile.0)
+        .launch_timeout(opts.timeout)
+        .args(args)
+        .build()
+        .map_err(launch_err)?;
+    let (mut browser, handler) = Browser::launch(config)
+        .await
+        .map_err(|e| launch_err(e.to_string()))?;
+    // chromiumoxide's own session (typed events) is not used: see the module
+    // docs. Dropping it closes its WebSocket; the browser stays.
+    drop(handler);
+    let mut cdp = match Connection::<RawEvent>::connect(browser.websocket_address()).await {
+        Ok(conn) => Cdp::new(conn, deadline),
+        Err(e) => {
+            close(&mut browser, None).await;
+            return Err(TraceError::Protocol(format!(
+                "connecting to {}: {e}",
+                browser.websocket_address()
+            )));
+        }
+    };
+    let recorded = record(&mut cdp, &url, opts).await;
+    close(&mut browser, Some(&mut cdp)).await;
+    drop(browser);
+    drop(profile);
+    let log = recorded?;
+    let mut traced = TracedPage::from_log(&url, log)?;
+    traced.elapsed = started.elapsed();
+    Ok(traced)
+}
+
+/// A fresh Chromium profile directory, removed on drop.
+struct Profile(PathBuf);
+
+impl Profile {
+    fn create() -> Result<Profile, TraceError> {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!(
+            "mewa-tracer-{}-{n}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos())
+        ));
+        std::fs::create_dir_all(&path).map_err(|error| TraceError::Profile {
+            path: path.clone(),
+            error,
+        })?;
+        Ok(Profile(path))
+    }
+}
+
+impl Drop for Profile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A CDP event as JSON: the method, the flat session it came from, and the
+/// parameters untouched.
+#[derive(Debug, Deserialize)]
+struct RawEvent {
+    method: MethodId,
+    #[serde(rename = "sessionId", default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    params: Value,
+}
+
+impl Method for RawEvent {
+    fn identifier(&self) -> MethodId {
+        self.method.clone()
+    }
+}
+
+impl EventMessage for RawEvent {
+    fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
+    }
+}
+
+/// A minimal CDP client over one WebSocket: commands, their answers, and the
+/// events in order, everything before `deadline`.
+struct Cdp {
+    conn: Connection<RawEvent>,
+    /// Events that arrived while waiting for an answer.
+    queued: VecDeque<RawEvent>,
+    deadline: tokio::time::Instant,
+}
+
+/// What waiting for the next message gave.
+enum Next {
+    Msg(Message<RawEvent>),
+    TimedOut,
+}
+
+impl Cdp {
+    fn new(conn: Connection<RawEvent>, deadline: tokio::time::Instant) -> Cdp {
+        Cdp {
+            conn,
+            queued: VecDeque::new(),
+            deadline,
+        }
+    }
+
+    /// Queues a command; it goes out when the connection is next polled.
+    fn send(
+        &mut self,
+        method: &'static str,
+        session: Option<&str>,
+        params: Value,
+    ) -> Result<chromiumoxide::types::CallId, TraceError> {
+        self.conn
+            .submit_command(method.into(), session.map(SessionId::new), params)
+            .map_err(|e| TraceError::Protocol(format!("{method}: {e}")))
+    }
+
+    /// The next message before `until` (and the deadline). Messages that
+    /// are not JSON of the CDP shape are skipped.
+    async fn next(&mut self, until: tokio::time::Instant) -> Result<Next, TraceError> {
+        let until = until.min(self.deadline);
+        loop {
+            match tokio::time::timeout_at(until, self.conn.next()).await {
+                Err(_) => return Ok(Next::TimedOut),
+                Ok(None) => {
+                    return Err(TraceError::Protocol(
+                        "Chromium closed the DevTools connection (crashed?)".into(),
+                    ))
+                }
+                Ok(Some(Ok(m))) => return Ok(Next::Msg(m)),
+                Ok(Some(Err(CdpError::InvalidMessage(..)))) => {}
+                Ok(Some(Err(e))) => return Err(TraceError::Protocol(e.to_string())),
+            }
+        }
+    }
+
+    /// Sends a command and waits for its answer, queueing events meanwhile.
+    /// `None` when the deadline passed first.
+    async fn call(
+        &mut self,
+        method: &'static str,
+        session: Option<&str>,
+        params: Value,
+    ) -> Result<Option<Value>, TraceError> {
+        let id = self.send(method, session, params)?;
+        loop {
+            match self.next(self.deadline).await? {
+                Next::TimedOut => return Ok(None),
+                Next::Msg(Message::Response(r)) if r.id == id => {
+                    if let Some(e) = r.error {
+                        return Err(TraceError::Protocol(format!(
+                            "{method}: {} (code {})",
+                            e.message, e.code
+                        )));
+                    }
+                    return Ok(Some(r.result.unwrap_or(Value::Null)));
+                }
+                // Answers to commands sent without waiting.
+                Next::Msg(Message::Response(_)) => {}
+                Next::Msg(Message::Event(ev)) => self.queued.push_back(ev),
+            }
+        }
+    }
+
+    /// The next event before `until`: queued ones first.
+    async fn event(&mut self, until: tokio::time::Instant) -> Result<Option<RawEvent>, TraceError> {
+        if let Some(ev) = self.queued.pop_front() {
+            return Ok(Some(ev));
+        }
+        loop {
+            match self.next(until).await? {
+                Next::TimedOut => return Ok(None),
+                Next::Msg(Message::Event(ev)) => return Ok(Some(ev)),
+                Next::Msg(Message::Response(_)) => {}
+            }
+        }
+    }
+}
+
+/// `Target.setAutoAttach` parameters: child targets (out-of-process iframes,
+/// workers) pause until their `Network` is enabled, so no request is missed.
+fn auto_attach() -> Value {
+    json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true})
+}
+
+/// Loads `url` in a new tab and returns the recorded log.
+async fn record(cdp: &mut Cdp, url: &str, opts: &TraceOptions) -> Result<Vec<Value>, TraceError> {
+    let timeout = || TraceError::Timeout {
+        url: url.to_string(),
+        after: opts.timeout,
+    };
+    let field = |v: &Value, name: &str, what: &str| -> Result<String, TraceError> {
+        v.get(name)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| TraceError::Protocol(format!("{what} answered without `{name}`")))
+    };
+    let target = cdp
+        .call("Target.createTarget", None, json!({"url": "about:blank"}))
+        .await?
+        .ok_or_else(timeout)?;
+    let target_id = field(&target, "targetId", "Target.createTarget")?;
+    let attached = cdp
+        .call(
+            "Target.attachToTarget",
+            None,
+            json!({"targetId": target_id, "flatten": true}),
+        )
+        .await?
+        .ok_or_else(timeout)?;
+    let main = field(&attached, "sessionId", "Target.attachToTarget")?;
+    for (method, params) in [
+        ("Page.enable", json!({})),
+        ("Network.enable", json!({})),
+        ("Network.setCacheDisabled", json!({"cacheDisabled": true})),
+        ("Target.setAutoAttach", auto_attach()),
+    ] {
+        cdp.call(method, Some(&main), params)
+            .await?
+            .ok_or_else(timeout)?;
+    }
+    // Whatever about:blank produced is not part of the page.
+    cdp.queued.clear();
+    let nav = cdp
+        .call("Page.navigate", Some(&main), json!({"url": url}))
+        .await?
+        .ok_or_else(timeout)?;
+    if let Some(error) = nav.get("errorText").and_then(Value::as_str) {
+        return Err(TraceError::Navigation {
+            url: url.to_string(),
+            error: error.to_string(),
+        });
+    }
+
+    let mut log: Vec<Value> = Vec::new();
+    let mut sessions: HashSet<String> = HashSet::from([main.clone()]);
+    let mut in_flight: HashSet<String> = HashSet::new();
+    let mut loaded: Option<tokio::time::Instant> = None;
+    let mut last_network = tokio::time::Instant::now();
+    loop {
+        let until = match loaded {
+            None => cdp.deadline,
+            Some(at) if in_flight.is_empty() => {
+                (at + opts.after_load).min(last_network + opts.quiet)
+            }
+            Some(at) => at + opts.after_load,
+        };
+        let Some(ev) = cdp.event(until).await? else {
+            if loaded.is_none() {
+                return Err(timeout());
+            }
+            break;
+        };
+        let Some(session) = ev.session_id.as_deref().filter(|s| sessions.contains(*s)) else {
+            continue;
+        };
+        let session = session.to_string();
+        let method = ev.method.as_ref();
+        if method == "Target.attachedToTarget" {
+            if let Some(child) = ev.params.get("sessionId").and_then(Value::as_str) {
+                sessions.insert(child.to_string());
+                for (m, p) in [
+                    ("Network.enable", json!({})),
+                    ("Network.setCacheDisabled", json!({"cacheDisabled": true})),
+                    ("Target.setAutoAttach", auto_attach()),
+                    ("Runtime.runIfWaitingForDebugger", json!({})),
+                ] {
+                    cdp.send(m, Some(child), p)?;
+                }
+            }
+            continue;
+        }
+        if !RECORDED.contains(&method) {
+            continue;
+        }
+        if method == "Page.loadEventFired" {
+            if session != main || loaded.is_some() {
+                continue;
+            }
+            loaded = Some(tokio::time::Instant::now());
+        }
+        if let Some(id) = ev.params.get("requestId").and_then(Value::as_str) {
+            match method {
+                "Network.requestWillBeSent" => {
+                    in_flight.insert(id.to_string());
+                }
+                "Network.loadingFinished" | "Network.loadingFailed" => {
+                    in_flight.remove(id);
+                }
+                _ => {}
+            }
+            last_network = tokio::time::Instant::now();
+        }
+        log.push(json!({"method": method, "params": ev.params, "sessionId": session}));
+    }
+    Ok(log)
+}
+
+/// Closes the browser: `Browser.close` when there is a connection, then
+/// waits for the process; kills it when it does not exit in time.
+async fn close(browser: &mut Browser, cdp: Option<&mut Cdp>) {
+    if let Some(cdp) = cdp {
+        cdp.deadline = tokio::time::Instant::now() + CLOSE_WAIT;
+        let _ = cdp.call("Browser.close", None, json!({})).await;
+    }
+    if !matches!(
+        tokio::time::timeout(CLOSE_WAIT, browser.wait()).await,
+        Ok(Ok(_))
+    ) {
+        let _ = browser.kill().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(method: &str, params: Value) -> Value {
+        json!({"method": method, "params": params})
+    }
+
+    fn req(id: &str, url: &str, ty: &str, ts: f64) -> Value {
+        ev(
+            "Network.requestWillBeSent",
+            json!({"requestId": id, "frameId": "F", "type": ty, "timestamp": ts,
+                   "request": {"url": url}, "initiator": {"type": "parser", "url": "http://a.example/"}}),
+        )
+    }
+
+    fn resp(id: &str, mime: &str, ts: f64) -> Value {
+        ev(
+            "Network.responseReceived",
+            json!({"requestId": id, "timestamp": ts, "type": "Other",
+                   "response": {"url": "", "status": 200, "mimeType": mime, "headers": {},
+                                "headersText": "HTTP/1.1 200 OK\r\n\r\n"}}),
+        )
+    }
+
+    fn done(id: &str, bytes: u64, ts: f64) -> Value {
+        ev(
+            "Network.loadingFinished",
+            json!({"requestId": id, "timestamp": ts, "encodedDataLength": bytes}),
+        )
+    }
+
+    /// A document at 10.000 s, two images overlapping, a gap (the script's
+    /// computation), one more image, the load event at 10.500 s.
+    fn log() -> Vec<Value> {
+        let hdr = "HTTP/1.1 200 OK\r\n\r\n".len() as u64;
+        vec![
+            ev(
+                "Page.frameNavigated",
+                json!({"frame": {"id": "F", "url": "http://a.example/"}}),
+            ),
+            req("1", "http://a.example/", "Document", 10.000),
+            resp("1", "text/html", 10.010),
+            done("1", 1000 + hdr, 10.020),
+            req("2", "http://a.example/a.png", "Image", 10.030),
+            req("3", "http://cdn.example/b.png", "Image", 10.040),
+            resp("2", "image/png", 10.050),
+            done("2", 2000 + hdr, 10.060),
+            resp("3", "image/png", 10.070),
+            done("3", 3000 + hdr, 10.100),
+            // 10.100 → 10.400: nothing in flight.
+            req("4", "http://a.example/c.png", "Image", 10.400),
+            resp("4", "image/png", 10.420),
+            done("4", 4000 + hdr, 10.450),
+            ev(
+                "Network.requestWillBeSent",
+                json!({"requestId": "5", "frameId": "F", "type": "Other", "timestamp": 10.460,
+                       "request": {"url": "http://a.example/favicon.ico"}, "initiator": {"type": "other"}}),
+            ),
+            ev("Page.loadEventFired", json!({"timestamp": 10.500})),
+        ]
+    }
+
+    #[test]
+    fn busy_time_is_the_union_clipped_to_the_window() {
+        assert_eq!(busy_time((0.0, 10.0), &[]), 0.0);
+        assert_eq!(busy_time((0.0, 10.0), &[(1.0, 3.0), (2.0, 4.0)]), 3.0);
+        assert_eq!(
+            busy_time((0.0, 10.0), &[(2.0, 4.0), (1.0, 3.0), (6.0, 7.0)]),
+            4.0
+        );
+        assert_eq!(
+            busy_time((0.0, 10.0), &[(1.0, 9.0), (2.0, 3.0)]),
+            8.0,
+            "nested"
+        );
+        assert_eq!(
+            busy_time((2.0, 5.0), &[(0.0, 3.0), (4.0, 8.0)]),
+            2.0,
+            "clipped"
+        );
+        assert_eq!(busy_time((0.0, 10.0), &[(5.0, 4.0), (11.0, 12.0)]), 0.0);
+        assert_eq!(
+            busy_time((0.0, 10.0), &[(1.0, 2.0), (2.0, 3.0)]),
+            2.0,
+            "touching"
+        );
+    }
+
+    #[test]
+    fn computation_is_onload_minus_network_time_never_negative() {
+        assert_eq!(computation_ms(0.5, 0.2), 300);
+        assert_eq!(computation_ms(0.5, 0.5004), 0);
+        assert_eq!(computation_ms(f64::NAN, 0.0), 0);
+        assert_eq!(computation_ms(1e12, 0.0), u32::MAX);
+    }
+
+    #[test]
+    fn timing_from_a_log() {
+        let t = load_timing(&log()).unwrap();
+        assert!((t.onload_ms - 500.0).abs() < 1e-6, "{t:?}");
+        // Busy: 10.000-10.020, 10.030-10.100, 10.400-10.450, 10.460-10.500
+        // (the favicon never finished: in flight until the load event).
+        assert!((t.network_busy_ms - 180.0).abs() < 1e-6, "{t:?}");
+        assert_eq!(t.computation_ms, 320);
+        assert_eq!(t.requests_before_load, 5);
+        // No load event, or no document: no timing.
+        let mut l = log();
+        l.pop();
+        assert!(load_timing(&l).is_none());
+        assert!(load_timing(&log()[4..]).is_none());
+    }
+
+    #[test]
+    fn from_log_goes_through_the_importer() {
+        let t = TracedPage::from_log("http://a.example/#top", log()).unwrap();
+        assert_eq!(t.url, "http://a.example/");
+        assert_eq!(t.page.url, "http://a.example/");
+        let objs: Vec<(&str, Option<u64>, Option<&str>)> = t
+            .page
+            .objects
+            .iter()
+            .map(|o| (o.url.as_str(), o.size, o.content_type.as_deref()))
+            .collect();
+        assert_eq!(
+            objs,
+            vec![
+                ("http://a.example/", Some(1000), Some("text/html")),
+                ("http://a.example/a.png", Some(2000), Some("image/png")),
+                ("http://cdn.example/b.png", Some(3000), Some("image/png")),
+                ("http://a.example/c.png", Some(4000), Some("image/png")),
+            ],
+            "the favicon probe is left out"
+        );
+        assert_eq!(t.page.objects[2].host, "cdn.example");
+        assert_eq!(t.page.computation_ms, Some(t.timing.computation_ms));
+        assert_eq!(t.timing.computation_ms, 360, "without the favicon's 40 ms");
+        assert!(
+            t.notes.iter().any(|n| n.contains("favicon")),
+            "{:?}",
+            t.notes
+        );
+        assert!(
+            !t.log.iter().any(|e| e.to_string().contains("favicon")),
+            "the kept log is what was imported"
+        );
+        assert!(matches!(
+            TracedPage::from_log("http://a.example/", vec![]),
+            Err(TraceError::Incomplete { .. })
+        ));
+    }
+
+    #[test]
+    fn resolver_rules_follow_the_zone() {
+        let v4: Vec<std::net::IpAddr> = vec!["10.0.0.2".parse().unwrap()];
+        let v6: Vec<std::net::IpAddr> = vec!["fd00::2".parse().unwrap()];
+        let none: Vec<std::net::IpAddr> = vec![];
+        assert_eq!(
+            host_resolver_rules([
+                ("www.a.example", v4.as_slice()),
+                ("cdn.a.example", v6.as_slice()),
+                ("x.example", none.as_slice()),
+            ]),
+            Some(
+                "host-resolver-rules=MAP www.a.example 10.0.0.2,MAP cdn.a.example [fd00::2]".into()
+            )
+        );
+        assert_eq!(host_resolver_rules([]), None);
+    }
+}
