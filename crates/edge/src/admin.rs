@@ -280,8 +280,13 @@ fn metrics(edge: &Edge) -> String {
     );
     counter(
         "mewa_edge_tracer_runs_total",
-        "Page tracer runs.",
+        "Pages the tracer traced and stored.",
         edge.tracer_runs.load(Ordering::Relaxed),
+    );
+    counter(
+        "mewa_edge_tracer_errors_total",
+        "Page traces that failed (not loaded, or not stored).",
+        edge.tracer_errors.load(Ordering::Relaxed),
     );
     counter(
         "mewa_edge_latency_probe_failures_total",

@@ -1,6 +1,6 @@
 //! The whole edge (`mewa edge serve`): the store, the DNS server, and the
 //! periodic jobs around them — hint rebuilds, query-count flushes, the
-//! latency monitor — plus the admin API.
+//! latency monitor, the page tracer — plus the admin API.
 //!
 //! The store (SQLite) is used from blocking threads behind a mutex: the DNS
 //! path never touches it (it reads the in-memory hint book and bumps
@@ -21,6 +21,7 @@ use crate::hints::{HintBook, HintPolicy};
 use crate::monitor;
 use crate::server::{self, EdgeDns};
 use crate::store::{Store, StoreError};
+use crate::tracer::{self, TraceError, TraceOptions};
 
 /// Why the edge could not start.
 #[derive(Debug, thiserror::Error)]
@@ -57,13 +58,18 @@ pub struct Edge {
     pub dns: Arc<EdgeDns>,
     /// The zone.
     pub zone: Arc<Zone>,
-    /// Tracer runs and errors, for the metrics.
+    /// Pages the tracer traced and stored, for the metrics.
     pub tracer_runs: Arc<std::sync::atomic::AtomicU64>,
+    /// Page traces that failed, for the metrics.
+    pub tracer_errors: Arc<std::sync::atomic::AtomicU64>,
     /// Latency probes that failed.
     pub probe_failures: Arc<std::sync::atomic::AtomicU64>,
     /// Hosts whose last probe failed: a failure is logged when a host enters
     /// this set and a recovery when it leaves, not on every probe.
     failing: Arc<Mutex<std::collections::HashSet<String>>>,
+    /// Pages whose last trace failed, likewise logged on entering and
+    /// leaving.
+    trace_failing: Arc<Mutex<std::collections::HashSet<String>>>,
 }
 
 /// The bound sockets of an edge, ready to [`Edge::serve`].
@@ -147,8 +153,10 @@ impl Edge {
             dns,
             zone: Arc::new(zone),
             tracer_runs: Arc::default(),
+            tracer_errors: Arc::default(),
             probe_failures: Arc::default(),
             failing: Arc::default(),
+            trace_failing: Arc::default(),
         };
         Ok((
             edge,
@@ -264,6 +272,115 @@ impl Edge {
         (n, failed)
     }
 
+    /// The tracer's options on this edge: `tracer.timeout_s`, and the zone
+    /// as Chromium's host resolver rules — the edge answers those names
+    /// itself, and the machine's own resolver need not know them (in the
+    /// lab it does not).
+    pub fn trace_options(&self) -> TraceOptions {
+        let rules = tracer::host_resolver_rules(
+            self.config
+                .zone
+                .iter()
+                .map(|(h, a)| (h.trim_end_matches('.'), a.as_slice())),
+        );
+        TraceOptions {
+            timeout: Duration::from_secs(self.config.tracer.timeout_s),
+            extra_args: rules.into_iter().collect(),
+            ..TraceOptions::default()
+        }
+    }
+
+    /// One tracer pass: the `tracer.top_k` most queried pages of the last
+    /// `tracer.window_s`, traced one after another (one browser at a time on
+    /// a small edge) and each stored in its own transaction with source
+    /// `tracer`; the next hint rebuild picks them up. A failure counts in
+    /// `tracer_errors` and is logged once per page until that page traces
+    /// again; the pass goes on. Returns (stored, failed); `Err` only when
+    /// Chromium is missing, which no later pass would fix.
+    pub async fn trace_popular(&self) -> Result<(usize, usize), TraceError> {
+        let t = &self.config.tracer;
+        let (since, k) = (now_unix_s().saturating_sub(t.window_s), t.top_k);
+        let urls = match with_store(&self.store, move |s| s.top_pages(since, k)).await {
+            Ok(u) => u,
+            Err(e) => {
+                eprintln!("edge: tracer: reading the popular pages: {e}");
+                return Ok((0, 0));
+            }
+        };
+        let opts = self.trace_options();
+        let (mut stored, mut failed) = (0, 0);
+        for (url, _) in urls {
+            let result = match tracer::popular_url_refusal(&url) {
+                Some(why) => Err(format!("{url}: not traced: {why}")),
+                None => match tracer::trace_page(&t.chromium, &url, &opts).await {
+                    Ok(traced) => {
+                        let page = traced.page;
+                        with_store(&self.store, move |s| {
+                            s.put_page(&page, "tracer", now_unix_s())
+                        })
+                        .await
+                        .map_err(|e| format!("storing the trace of {url}: {e}"))
+                    }
+                    Err(e @ TraceError::NoChromium { .. }) => return Err(e),
+                    Err(e) => Err(e.to_string()),
+                },
+            };
+            let newly = |ok: bool| {
+                self.trace_failing.lock().is_ok_and(|mut f| {
+                    if ok {
+                        f.remove(&url)
+                    } else {
+                        f.insert(url.clone())
+                    }
+                })
+            };
+            match result {
+                Ok(()) => {
+                    stored += 1;
+                    self.tracer_runs
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if newly(true) {
+                        eprintln!("edge: tracer: {url} traced again");
+                    }
+                }
+                Err(e) => {
+                    failed += 1;
+                    self.tracer_errors
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if newly(false) {
+                        eprintln!("edge: tracer: {e} (logged once until it traces)");
+                    }
+                }
+            }
+        }
+        Ok((stored, failed))
+    }
+
+    /// The tracer's periodic job: a pass every `tracer.every_s`, the first
+    /// one period after start (a restarting edge does not launch a browser
+    /// each time). Without Chromium it says so once and ends, and the edge
+    /// runs on without it.
+    async fn run_tracer(self) {
+        let t = &self.config.tracer;
+        if !t.chromium.is_file() {
+            let e = TraceError::NoChromium {
+                path: t.chromium.clone(),
+            };
+            eprintln!("edge: tracer disabled: {e}");
+            return;
+        }
+        let mut tick = tokio::time::interval(Duration::from_secs(t.every_s));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            if let Err(e) = self.trace_popular().await {
+                eprintln!("edge: tracer disabled: {e}");
+                return;
+            }
+        }
+    }
+
     /// Serves until `shutdown` completes, then flushes the query counts.
     pub async fn serve(self, bound: Bound, shutdown: impl std::future::Future<Output = ()>) {
         if let Err(e) = self.rebuild().await {
@@ -302,6 +419,9 @@ impl Edge {
                 e.probe_origins().await;
             }
         });
+        if self.config.tracer.enabled {
+            tasks.spawn(self.clone().run_tracer());
+        }
         shutdown.await;
         tasks.shutdown().await;
         if let Err(e) = self.flush_counts().await {

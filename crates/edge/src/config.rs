@@ -68,8 +68,11 @@ every_s = 600
 # Trace the top_k most queried pages of the last window_s seconds.
 top_k = 20
 window_s = 3600
-# Chromium binary.
+# Chromium binary (`apt-get install chromium`). When it is missing the edge
+# says so once at start and runs without the tracer.
 chromium = "/usr/bin/chromium"
+# One page's trace (launch, load, settle) at most, seconds.
+timeout_s = 30
 "#;
 
 /// Why a configuration file was rejected.
@@ -259,6 +262,8 @@ pub struct TracerConfig {
     pub window_s: u64,
     /// Chromium binary.
     pub chromium: PathBuf,
+    /// One page's trace at most, seconds.
+    pub timeout_s: u64,
 }
 
 impl Default for TracerConfig {
@@ -269,6 +274,7 @@ impl Default for TracerConfig {
             top_k: 20,
             window_s: 3600,
             chromium: PathBuf::from("/usr/bin/chromium"),
+            timeout_s: 30,
         }
     }
 }
@@ -411,6 +417,7 @@ impl EdgeConfig {
             ("monitor.timeout_ms", self.monitor.timeout_ms),
             ("tracer.every_s", self.tracer.every_s),
             ("tracer.window_s", self.tracer.window_s),
+            ("tracer.timeout_s", self.tracer.timeout_s),
         ] {
             if v == 0 {
                 return Err(bad(key, "must be at least 1".into()));

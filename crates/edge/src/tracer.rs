@@ -448,6 +448,43 @@ pub fn host_resolver_rules<'a>(
     (!rules.is_empty()).then(|| format!("host-resolver-rules={}", rules.join(",")))
 }
 
+/// Why a URL taken from client queries must not be traced, or `None` when
+/// it may be.
+///
+/// Popular pages are whatever clients ask hints for, so without a check any
+/// client could make the edge's browser fetch from inside the edge's network
+/// (request forgery) and read the object sizes back in a hint. Refused: other
+/// schemes than http(s); hosts that are IP addresses, including the forms a
+/// browser reads as IPv4 (a last label of digits or `0x…`: `0x7f.1`,
+/// `2130706433`); `localhost` and `*.localhost` (Chromium answers them with
+/// loopback itself); single-label names. A DNS name that resolves to a
+/// private address is not caught here: run the edge's Chromium where it
+/// reaches only what clients may reach anyway.
+pub fn popular_url_refusal(url: &str) -> Option<&'static str> {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    if !matches!(scheme.as_deref(), Some("http" | "https")) {
+        return Some("not an http(s) URL");
+    }
+    let Some(host) = host_of(url) else {
+        return Some("no host");
+    };
+    let host = host.trim_end_matches('.');
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        return Some("the host is an IP address");
+    }
+    let last = host.rsplit('.').next().unwrap_or(host);
+    if last.bytes().all(|b| b.is_ascii_digit()) || last.starts_with("0x") {
+        return Some("the host is an IP address");
+    }
+    if host == "localhost" || host.ends_with(".localhost") {
+        return Some("the host is the edge itself");
+    }
+    if !host.contains('.') {
+        return Some("the host is a single-label name");
+    }
+    None
+}
+
 /// Loads `url` in headless Chromium at `chromium` and returns its objects and
 /// computation latency (see the module docs for the steps and the rules).
 /// Nothing is stored; [`TracedPage::page`] is ready for
@@ -950,6 +987,35 @@ mod tests {
             TracedPage::from_log("http://a.example/", vec![]),
             Err(TraceError::Incomplete { .. })
         ));
+    }
+
+    #[test]
+    fn popular_urls_that_point_inside_are_refused() {
+        for ok in [
+            "http://www.a.example/",
+            "https://cdn.b.example:8443/x?y#z",
+            "http://www.a.example./",
+            "HTTP://WWW.A.EXAMPLE/",
+            "http://1a.example/",
+        ] {
+            assert_eq!(popular_url_refusal(ok), None, "{ok}");
+        }
+        for bad in [
+            "ftp://a.example/",
+            "a.example/",
+            "http://127.0.0.1/",
+            "http://[::1]:8053/",
+            "http://169.254.169.254/latest/meta-data/",
+            "http://2130706433/",
+            "http://0x7f.1/",
+            "http://10.0.0.010/",
+            "http://localhost:8053/metrics",
+            "http://admin.localhost/",
+            "http://intranet/",
+            "http:///nohost",
+        ] {
+            assert!(popular_url_refusal(bad).is_some(), "{bad}");
+        }
     }
 
     #[test]

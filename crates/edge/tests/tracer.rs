@@ -7,9 +7,13 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use mewa_corpus::{generate, generate_with, Corpus, Options, Page, Preset};
+use mewa_edge::app::{with_store, Edge};
+use mewa_edge::config::EdgeConfig;
 use mewa_edge::store::Store;
 use mewa_edge::tracer::{trace_page, TraceError, TraceOptions};
 use mewa_origin::{HttpOptions, Origin, OriginConfig, TcpOptions};
@@ -36,12 +40,77 @@ async fn a_missing_chromium_says_how_to_get_one() {
     assert!(matches!(e, TraceError::BadUrl { .. }), "{e:?}");
 }
 
+/// One Chromium at a time: two would share 2 cores, and the check for left
+/// profiles must not see another test's live one.
+static BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 struct Dir(PathBuf);
 
 impl Drop for Dir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// The origin serving a corpus over cleartext HTTP/1.1 and h2c.
+struct CorpusOrigin {
+    addr: SocketAddr,
+    dir: Dir,
+    stop: tokio::sync::oneshot::Sender<()>,
+    served: tokio::task::JoinHandle<Result<(), mewa_origin::OriginError>>,
+}
+
+impl CorpusOrigin {
+    fn start(corpus: &Corpus, listen: &str) -> CorpusOrigin {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = Dir(std::env::temp_dir().join(format!(
+            "mewa-tracer-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        )));
+        let _ = std::fs::remove_dir_all(&dir.0);
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let origin = Origin::bind(
+            corpus,
+            OriginConfig {
+                plain: Some(listen.parse().unwrap()),
+                tls: None,
+                h3: None,
+                ca_dir: dir.0.join("ca"),
+                http: HttpOptions::default(),
+                tcp: TcpOptions::default(),
+                quic_congestion: None,
+            },
+        )
+        .unwrap();
+        let addr = origin.plain_addr().unwrap();
+        let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+        let served = tokio::spawn(origin.serve(async {
+            let _ = rx.await;
+        }));
+        CorpusOrigin {
+            addr,
+            dir,
+            stop,
+            served,
+        }
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.served.await.unwrap().unwrap();
+    }
+}
+
+fn complat_page() -> Page {
+    let share = Options {
+        share: Some(0.2),
+        ..Options::default()
+    };
+    generate_with(Preset::Complat, 1, &share)
+        .unwrap()
+        .pages
+        .remove(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -53,14 +122,7 @@ async fn traces_corpus_pages_with_real_chromium() {
         );
         return;
     }
-    let share = Options {
-        share: Some(0.2),
-        ..Options::default()
-    };
-    let complat = generate_with(Preset::Complat, 1, &share)
-        .unwrap()
-        .pages
-        .remove(0);
+    let complat = complat_page();
     // accel7: 42 images on seven hosts. (meh15 pages are not used: their
     // cross-host fonts lack CORS headers and their WebP bodies do not
     // decode, so Chromium fails or cuts those loads short — the tracer
@@ -72,32 +134,14 @@ async fn traces_corpus_pages_with_real_chromium() {
         provenance: accel.provenance.clone(),
         pages: pages.clone(),
     };
-    let dir = Dir(std::env::temp_dir().join(format!("mewa-tracer-test-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let origin = Origin::bind(
-        &corpus,
-        OriginConfig {
-            plain: Some("127.0.0.1:0".parse().unwrap()),
-            tls: None,
-            h3: None,
-            ca_dir: dir.0.join("ca"),
-            http: HttpOptions::default(),
-            tcp: TcpOptions::default(),
-            quic_congestion: None,
-        },
-    )
-    .unwrap();
-    let addr = origin.plain_addr().unwrap();
-    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(origin.serve(async {
-        let _ = rx.await;
-    }));
+    let _one_browser = BROWSER.lock().await;
+    let o = CorpusOrigin::start(&corpus, "127.0.0.1:0");
+    let addr = o.addr;
     let opts = TraceOptions {
         extra_args: vec![format!("host-resolver-rules=MAP * {addr}")],
         ..TraceOptions::default()
     };
-    let mut store = Store::open(&dir.0.join("edge.sqlite")).unwrap();
+    let mut store = Store::open(&o.dir.0.join("edge.sqlite")).unwrap();
 
     for page in &pages {
         let traced = trace_page(Path::new(CHROMIUM), &page.main, &opts)
@@ -141,21 +185,24 @@ async fn traces_corpus_pages_with_real_chromium() {
             traced.page.computation_ms,
             Some(traced.timing.computation_ms)
         );
-        // The script busy-waits `compute` ms with nothing left to fetch but
-        // what it will request: that much of the load has the network idle.
+        // The script busy-waits `compute` ms before the load event can fire.
+        // How much of that shows as computation depends on what is still in
+        // flight meanwhile (on a loaded machine, images the HTML started):
+        // measured and printed above, not asserted.
+        let t = traced.timing;
+        assert!(t.onload_ms >= f64::from(compute), "{}: {t:?}", page.name);
         assert!(
-            traced.timing.computation_ms >= compute * 9 / 10,
-            "{}: computation {} ms < scripts' {compute} ms",
-            page.name,
-            traced.timing.computation_ms
+            (t.onload_ms - t.network_busy_ms - f64::from(t.computation_ms)).abs() <= 0.5
+                && t.network_busy_ms <= t.onload_ms,
+            "{}: {t:?}",
+            page.name
         );
         store.put_page(&traced.page, "tracer", 1).unwrap();
         let stored = store.page(&page.main).unwrap().unwrap();
         assert_eq!(stored.source, "tracer");
         assert_eq!(stored.meta, traced.page);
     }
-    let _ = stop.send(());
-    served.await.unwrap().unwrap();
+    o.stop().await;
     // The profile directories are gone.
     let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
         .unwrap()
@@ -167,4 +214,88 @@ async fn traces_corpus_pages_with_real_chromium() {
         })
         .collect();
     assert!(left.is_empty(), "profiles left behind: {left:?}");
+}
+
+/// The edge's periodic pass, run once by hand: the popular page is traced
+/// and stored with source `tracer` (Chromium finds the corpus host through
+/// the zone, as clients do); a popular URL pointing at the edge itself is
+/// refused and counted as an error; without Chromium the pass says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edge_traces_its_popular_pages() {
+    if !Path::new(CHROMIUM).exists() {
+        eprintln!(
+            "skipping the_edge_traces_its_popular_pages: no {CHROMIUM} \
+             (apt-get install chromium)"
+        );
+        return;
+    }
+    let page = complat_page();
+    let corpus = Corpus {
+        name: "tracer".into(),
+        provenance: generate(Preset::Accel7, 1).provenance,
+        pages: vec![page.clone()],
+    };
+    let _one_browser = BROWSER.lock().await;
+    // The zone carries no ports, so the origin listens on port 80 of a
+    // loopback address of its own.
+    let listen = "127.0.0.77:80";
+    if std::net::TcpListener::bind(listen).is_err() {
+        eprintln!("skipping the_edge_traces_its_popular_pages: cannot listen on {listen}");
+        return;
+    }
+    let o = CorpusOrigin::start(&corpus, listen);
+    let host = page.hosts()[0].to_string();
+    let config = |chromium: &str, store: &str| {
+        EdgeConfig::parse(
+            &format!(
+                "[dns]\nlisten = \"127.0.0.1:0\"\nudp_sockets = 1\n[admin]\nlisten = \"127.0.0.1:0\"\n\
+                 [store]\npath = \"{}\"\n[zone]\n\"{host}\" = [\"127.0.0.77\"]\n\
+                 [tracer]\nenabled = true\nchromium = \"{chromium}\"\n",
+                o.dir.0.join(store).display()
+            ),
+            Path::new("edge.toml"),
+        )
+        .unwrap()
+    };
+    let (edge, _bound) = Edge::bind(config(CHROMIUM, "edge.sqlite")).await.unwrap();
+    let main = page.main.clone();
+    let popular = vec![
+        (main.clone(), 5),
+        ("http://127.0.0.1:8053/metrics".into(), 9),
+    ];
+    with_store(&edge.store, move |s| {
+        s.add_queries(&popular, mewa_edge::app::now_unix_s())
+    })
+    .await
+    .unwrap();
+    assert_eq!(edge.trace_popular().await.unwrap(), (1, 1));
+    assert_eq!(
+        edge.tracer_runs.load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    assert_eq!(
+        edge.tracer_errors
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    let stored = with_store(&edge.store, move |s| s.page(&main))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.source, "tracer");
+    assert_eq!(stored.meta.objects.len(), page.objects.len());
+    assert!(stored.meta.computation_ms.is_some());
+
+    let (edge, _bound) = Edge::bind(config("/nonexistent/chromium", "other.sqlite"))
+        .await
+        .unwrap();
+    let popular = vec![(page.main.clone(), 1)];
+    with_store(&edge.store, move |s| {
+        s.add_queries(&popular, mewa_edge::app::now_unix_s())
+    })
+    .await
+    .unwrap();
+    let e = edge.trace_popular().await.unwrap_err();
+    assert!(e.to_string().contains("apt-get install chromium"), "{e}");
+    o.stop().await;
 }
