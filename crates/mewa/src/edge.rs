@@ -2,12 +2,14 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use mewa_edge::app::now_unix_s;
 use mewa_edge::config::{EdgeConfig, EXAMPLE};
 use mewa_edge::store::Store;
+use mewa_edge::tracer::{trace_page, TraceOptions};
 
 use crate::output::Table;
 
@@ -31,6 +33,10 @@ enum Which {
     Import(ImportArgs),
     /// List the pages in the store.
     Pages(StoreArgs),
+    /// Load one page in headless Chromium, as the edge's tracer does for
+    /// popular pages, and store its objects, sizes and computation latency
+    /// (source `tracer`). Needs Chromium (`apt-get install chromium`).
+    Trace(TraceArgs),
 }
 
 #[derive(Debug, Args)]
@@ -66,6 +72,34 @@ struct ImportArgs {
     store: StoreArgs,
 }
 
+#[derive(Debug, Args)]
+struct TraceArgs {
+    /// The page URL (http or https).
+    url: String,
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Chromium binary.
+    #[arg(long, value_name = "PATH", default_value = "/usr/bin/chromium")]
+    chromium: PathBuf,
+    /// Print what was traced; store nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// List every object too.
+    #[arg(long)]
+    objects: bool,
+    /// Give up when the page has not loaded after this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    timeout: u64,
+    /// Chromium's host resolver rules, e.g. "MAP * 127.0.0.1:8080" to load a
+    /// corpus page from a local `mewa origin serve`.
+    #[arg(long, value_name = "RULES")]
+    host_resolver_rules: Option<String>,
+    /// Also write the recorded DevTools log here (JSON; `mewa edge import`
+    /// reads it back).
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+}
+
 pub fn run(cmd: EdgeCmd) -> anyhow::Result<()> {
     match cmd.which {
         Which::Config => {
@@ -75,6 +109,7 @@ pub fn run(cmd: EdgeCmd) -> anyhow::Result<()> {
         Which::Serve(a) => serve(a),
         Which::Import(a) => import(&a),
         Which::Pages(a) => pages(&a.store),
+        Which::Trace(a) => trace(&a),
     }
 }
 
@@ -186,5 +221,72 @@ fn pages(store: &Path) -> anyhow::Result<()> {
         ]);
     }
     print!("{}", t.to_text());
+    Ok(())
+}
+
+fn trace(a: &TraceArgs) -> anyhow::Result<()> {
+    if a.timeout == 0 {
+        bail!("--timeout must be at least 1 second");
+    }
+    let opts = TraceOptions {
+        timeout: Duration::from_secs(a.timeout),
+        extra_args: a
+            .host_resolver_rules
+            .iter()
+            .map(|r| format!("host-resolver-rules={r}"))
+            .collect(),
+        ..TraceOptions::default()
+    };
+    // Open the store first: a bad store path should not cost a page load.
+    let mut store = match a.dry_run {
+        true => None,
+        false => Some(Store::open(&a.store.store)?),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let traced = rt.block_on(trace_page(&a.chromium, &a.url, &opts))?;
+    let t = &traced.timing;
+    println!(
+        "{}: {} objects, {} bytes ({:.0} KB), computation latency {} ms \
+         (onload {:.0} ms, network busy {:.0} ms); traced in {:.2} s",
+        traced.url,
+        traced.page.objects.len(),
+        traced.page.total_bytes(),
+        traced.page.total_bytes() as f64 / 1000.0,
+        t.computation_ms,
+        t.onload_ms,
+        t.network_busy_ms,
+        traced.elapsed.as_secs_f64()
+    );
+    for n in &traced.notes {
+        eprintln!("note: {n}");
+    }
+    if a.objects {
+        let mut table = Table::new(&["object", "bytes", "type"]);
+        for o in &traced.page.objects {
+            table.push(vec![
+                o.url.clone(),
+                o.size.map_or("?".into(), |s| s.to_string()),
+                o.content_type.clone().unwrap_or_default(),
+            ]);
+        }
+        print!("{}", table.to_text());
+    }
+    if let Some(path) = &a.log {
+        let json = serde_json::to_vec_pretty(&traced.log)?;
+        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
+        println!("DevTools log written to {}", path.display());
+    }
+    match &mut store {
+        Some(s) => {
+            s.put_page(&traced.page, "tracer", now_unix_s())
+                .with_context(|| format!("storing the trace of {}", traced.url))?;
+            println!("stored in {} (source tracer)", a.store.store.display());
+        }
+        None => println!("dry run: nothing stored"),
+    }
     Ok(())
 }

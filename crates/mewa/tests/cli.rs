@@ -126,6 +126,27 @@ fn errors_name_the_bad_input() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--alpha"));
 }
 
+#[test]
+fn edge_trace_without_chromium_says_how_to_get_it() {
+    let d = Scratch::new("trace");
+    let store = d.join("edge.sqlite");
+    let o = mewa(&[
+        "edge",
+        "trace",
+        "http://www.a.example/",
+        "--chromium",
+        "/nonexistent/chromium",
+        "--store",
+        store.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("apt-get install chromium") && err.contains("/nonexistent/chromium"),
+        "{err}"
+    );
+}
+
 /// Root can create namespaces here; elsewhere the privileged tests skip.
 fn privileged(test: &str) -> bool {
     let root = std::fs::read_to_string("/proc/self/status")
