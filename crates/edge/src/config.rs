@@ -71,7 +71,7 @@ window_s = 3600
 # Chromium binary (`apt-get install chromium`). When it is missing the edge
 # says so once at start and runs without the tracer.
 chromium = "/usr/bin/chromium"
-# One page's trace (launch, load, settle) at most, seconds.
+# One page's trace (launch, load, settle) at most, seconds (1-3600).
 timeout_s = 30
 "#;
 
@@ -408,6 +408,12 @@ impl EdgeConfig {
                 ),
             ));
         }
+        if self.tracer.timeout_s > 3600 {
+            return Err(bad(
+                "tracer.timeout_s",
+                "at most 3600 (one page's trace; a page that needs longer is not loading)".into(),
+            ));
+        }
         if !(self.monitor.ewma_weight > 0.0 && self.monitor.ewma_weight <= 1.0) {
             return Err(bad("monitor.ewma_weight", "must be in (0, 1]".into()));
         }
@@ -462,6 +468,8 @@ mod tests {
             ("[zone]\n\"a.example\" = []\n", "zone.a.example"),
             ("[hint]\nrebuild_every_s = 400\n", "hint.rebuild_every_s"),
             ("[monitor]\newma_weight = 0\n", "monitor.ewma_weight"),
+            ("[tracer]\ntimeout_s = 0\n", "tracer.timeout_s"),
+            ("[tracer]\ntimeout_s = 86400\n", "tracer.timeout_s"),
         ] {
             let e = EdgeConfig::parse(text, Path::new("edge.toml"))
                 .unwrap_err()

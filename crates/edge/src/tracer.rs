@@ -505,7 +505,12 @@ pub async fn trace_page(
             path: chromium.to_path_buf(),
         });
     }
-    let deadline = tokio::time::Instant::from_std(started + opts.timeout);
+    // A day stands in for a timeout too long to add to the clock.
+    let deadline = tokio::time::Instant::from_std(
+        started
+            .checked_add(opts.timeout)
+            .unwrap_or(started + Duration::from_secs(86_400)),
+    );
     let profile = Profile::create()?;
     let launch_err = |message: String| TraceError::Launch {
         path: chromium.to_path_buf(),
@@ -764,12 +769,14 @@ async fn record(cdp: &mut Cdp, url: &str, opts: &TraceOptions) -> Result<Vec<Val
     let mut loaded: Option<tokio::time::Instant> = None;
     let mut last_network = tokio::time::Instant::now();
     loop {
+        let deadline = cdp.deadline;
+        let after = |t: tokio::time::Instant, d: Duration| t.checked_add(d).unwrap_or(deadline);
         let until = match loaded {
-            None => cdp.deadline,
+            None => deadline,
             Some(at) if in_flight.is_empty() => {
-                (at + opts.after_load).min(last_network + opts.quiet)
+                after(at, opts.after_load).min(after(last_network, opts.quiet))
             }
-            Some(at) => at + opts.after_load,
+            Some(at) => after(at, opts.after_load),
         };
         let Some(ev) = cdp.event(until).await? else {
             if loaded.is_none() {
