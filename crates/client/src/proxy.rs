@@ -7,7 +7,7 @@
 //! [`crate::advice::plan`], and opens n cleartext HTTP/2 connections (h2c,
 //! as in seed 000's testbed) to the origin. Every request then goes on the
 //! connection the hint's size-balanced assignment chose; objects the hint
-//! does not list go to the connection with the fewest outstanding bytes. A
+//! does not list go to the connection with the fewest requests in flight. A
 //! missing, stale or absurd hint means one connection, with the reason
 //! logged.
 //!
@@ -125,7 +125,8 @@ pub struct Session {
     /// The plan, or why the client fell back to one connection.
     pub plan: Result<Plan, String>,
     conns: Vec<http2::SendRequest<ProxyBody>>,
-    outstanding: Vec<AtomicU64>,
+    /// Requests sent on each connection whose response head has not come.
+    in_flight: Vec<AtomicU64>,
     map: HashMap<u32, usize>,
     mask: u32,
     last_used: Mutex<Instant>,
@@ -174,13 +175,17 @@ impl Session {
             Err(f) => Err(f.to_string()),
         };
         let n = plan.as_ref().map_or(1, |p| p.n as usize);
-        let opened = futures_join_all((0..n).map(|_| connect(addr, cfg.timeout))).await;
+        let mut opening = tokio::task::JoinSet::new();
+        for _ in 0..n {
+            opening.spawn(connect(addr, cfg.timeout));
+        }
         let mut conns = Vec::with_capacity(n);
         let mut last_err = None;
-        for c in opened {
+        while let Some(c) = opening.join_next().await {
             match c {
-                Ok(c) => conns.push(c),
-                Err(e) => last_err = Some(e),
+                Ok(Ok(c)) => conns.push(c),
+                Ok(Err(e)) => last_err = Some(e),
+                Err(e) => last_err = Some(format!("connecting task: {e}")),
             }
         }
         if conns.is_empty() {
@@ -197,7 +202,7 @@ impl Session {
             host: host.to_string(),
             addr,
             plan,
-            outstanding: conns.iter().map(|_| AtomicU64::new(0)).collect(),
+            in_flight: conns.iter().map(|_| AtomicU64::new(0)).collect(),
             conns,
             map,
             mask,
@@ -222,7 +227,7 @@ impl Session {
         if let (false, Some(&c)) = (self.map.is_empty(), self.map.get(&h)) {
             return c % n;
         }
-        self.outstanding
+        self.in_flight
             .iter()
             .enumerate()
             .min_by_key(|&(i, b)| (b.load(Ordering::Relaxed), i))
@@ -238,7 +243,6 @@ impl Session {
         i: usize,
         req: Request<ProxyBody>,
     ) -> Result<Response<Incoming>, String> {
-        let weight = 1;
         if let Ok(mut t) = self.last_used.lock() {
             *t = Instant::now();
         }
@@ -246,16 +250,16 @@ impl Session {
             return Err(format!("no connection {i}"));
         };
         let mut conn = conn.clone();
-        if let Some(o) = self.outstanding.get(i) {
-            o.fetch_add(weight, Ordering::Relaxed);
+        if let Some(o) = self.in_flight.get(i) {
+            o.fetch_add(1, Ordering::Relaxed);
         }
         let r = async {
             conn.ready().await.map_err(|e| e.to_string())?;
             conn.send_request(req).await.map_err(|e| e.to_string())
         }
         .await;
-        if let Some(o) = self.outstanding.get(i) {
-            o.fetch_sub(weight, Ordering::Relaxed);
+        if let Some(o) = self.in_flight.get(i) {
+            o.fetch_sub(1, Ordering::Relaxed);
         }
         r
     }
@@ -277,22 +281,6 @@ async fn lookup(cfg: &ProxyConfig, host: &str, page_url: &str) -> Result<Resolve
             host: host.to_string(),
             why: e.to_string(),
         })
-}
-
-/// Runs futures concurrently and collects their outputs in order.
-async fn futures_join_all<F>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output>
-where
-    F: std::future::Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
-    let mut out = Vec::with_capacity(handles.len());
-    for h in handles {
-        if let Ok(v) = h.await {
-            out.push(v);
-        }
-    }
-    out
 }
 
 async fn connect(

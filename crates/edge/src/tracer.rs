@@ -394,29 +394,7 @@ pub fn load_timing(log: &[Value]) -> Option<LoadTiming> {
 /// inputs). Overlapping requests count once; spans with the end before the
 /// start are empty.
 pub fn busy_time(window: (f64, f64), spans: &[(f64, f64)]) -> f64 {
-    let (w0, w1) = window;
-    let mut clipped: Vec<(f64, f64)> = spans
-        .iter()
-        .map(|&(s, e)| (s.max(w0), e.min(w1)))
-        .filter(|(s, e)| e > s)
-        .collect();
-    clipped.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut total = 0.0;
-    let mut cur: Option<(f64, f64)> = None;
-    for (s, e) in clipped {
-        cur = match cur {
-            Some((cs, ce)) if s <= ce => Some((cs, ce.max(e))),
-            Some((cs, ce)) => {
-                total += ce - cs;
-                Some((s, e))
-            }
-            None => Some((s, e)),
-        };
-    }
-    if let Some((cs, ce)) = cur {
-        total += ce - cs;
-    }
-    total
+    mewa_hint::import::union_time(spans, window.0, window.1).0
 }
 
 /// `onload − busy` (seconds) in whole milliseconds, at least 0 (clock

@@ -183,15 +183,11 @@ async fn throughput(
         Path::Direct => Some(client(path, origin, proxy).await?),
         Path::Proxy => None,
     };
-    let shared = shared.map(|c| match c {
-        Client::H2(s) => s,
-        Client::H1(_) => unreachable!("direct is h2"),
-    });
     for _ in 0..k {
         let done = done.clone();
         let mut c = match &shared {
-            Some(s) => Client::H2(s.clone()),
-            None => client(path, origin, proxy).await?,
+            Some(Client::H2(s)) => Client::H2(s.clone()),
+            _ => client(path, origin, proxy).await?,
         };
         tasks.spawn(async move {
             while Instant::now() < end {
@@ -280,14 +276,14 @@ pub fn run(b: ProxyBench) -> anyhow::Result<()> {
                 format!("{object} latency p50, ms"),
                 format!("{d50:.3}"),
                 format!("{p50:.3}"),
-                format!("+{:.3} ms", p50 - d50),
+                format!("{:+.3} ms", p50 - d50),
             ]);
             let (d99, p99) = (percentile(&d, 0.99), percentile(&p, 0.99));
             t.push(vec![
                 format!("{object} latency p99, ms"),
                 format!("{d99:.3}"),
                 format!("{p99:.3}"),
-                format!("+{:.3} ms", p99 - d99),
+                format!("{:+.3} ms", p99 - d99),
             ]);
             let secs = b.seconds;
             let rd = throughput(

@@ -67,7 +67,7 @@ use crate::page::PageMeta;
 
 pub use cdp::import_cdp;
 pub use har::import_har;
-pub use trace::{computation_ms_from_trace, trace_summary, TraceSummary};
+pub use trace::{computation_ms_from_trace, trace_summary, union_time, TraceSummary};
 
 /// What an import produced: the pages, plus everything a user should know
 /// about what could not be imported faithfully.

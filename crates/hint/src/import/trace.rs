@@ -384,8 +384,8 @@ fn summarize(value: &Value, input: &str) -> Result<TraceSummary, ImportError> {
 
 /// Total length of the union of `intervals` clipped to `[lo, hi]`, and the
 /// number of intervals that overlap the window. Nested and overlapping
-/// intervals count once.
-fn union_time(intervals: &[(f64, f64)], lo: f64, hi: f64) -> (f64, usize) {
+/// intervals count once. Also the edge tracer's network-busy time.
+pub fn union_time(intervals: &[(f64, f64)], lo: f64, hi: f64) -> (f64, usize) {
     let mut v: Vec<(f64, f64)> = intervals
         .iter()
         .map(|&(s, e)| (s.max(lo), e.min(hi)))
