@@ -50,6 +50,31 @@ pub enum Policy {
     WarmFirst,
 }
 
+/// When the hint-aware client sends each leaf's request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dispatch {
+    /// As soon as the object is found, on the connection the policy
+    /// chose (seed 000: a static split by size).
+    Push,
+    /// Leaves wait while every connection has a bandwidth-delay product
+    /// of bytes outstanding and go to the first that drains (the policy's
+    /// choice when it has room): a connection that turns out slow carries
+    /// less ([`LoadOptions::pull_budget`]).
+    Pull,
+}
+
+impl std::str::FromStr for Dispatch {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Dispatch, String> {
+        match s {
+            "push" => Ok(Dispatch::Push),
+            "pull" => Ok(Dispatch::Pull),
+            _ => Err(format!("unknown dispatch {s:?}: use push or pull")),
+        }
+    }
+}
+
 impl std::str::FromStr for Policy {
     type Err = String;
     fn from_str(s: &str) -> Result<Policy, String> {
@@ -96,6 +121,8 @@ pub struct MehConfig {
     pub planned_bandwidth_bps: f64,
     /// How objects are spread over the connections.
     pub policy: Policy,
+    /// When leaves are requested.
+    pub dispatch: Dispatch,
     /// TCP congestion control of the origin.
     pub congestion: String,
     /// The test CA's folder.
@@ -122,6 +149,7 @@ impl MehConfig {
             runs: 30,
             planned_bandwidth_bps: 32e6,
             policy: Policy::WarmFirst,
+            dispatch: Dispatch::Push,
             congestion: "cubic".into(),
             ca_dir,
             store_path,
@@ -453,6 +481,17 @@ struct Lookup {
     plan: Result<Plan, String>,
 }
 
+/// The bandwidth-delay product the plan assumed (radio bandwidth × radio
+/// and wired RTT), bytes: the pull budget per connection.
+pub fn plan_bdp_bytes(p: &Plan) -> u64 {
+    let b = p.bandwidth_bps / 8.0 * (p.radio_rtt_s + p.wired_rtt_s);
+    if b.is_finite() && b >= 1.0 {
+        b as u64
+    } else {
+        1
+    }
+}
+
 fn scheme_of(page: &Page) -> &'static str {
     if page.main.starts_with("https:") {
         "https"
@@ -472,6 +511,7 @@ fn one_load(
     let host = mewa_hint::page::host_of(&page.main).unwrap_or_default();
     let bw = cfg.planned_bandwidth_bps;
     let policy = cfg.policy;
+    let dispatch = cfg.dispatch;
     let timeout = cfg.timeout;
     let scheme = scheme_of(page);
     bed.in_client(|| async move {
@@ -504,6 +544,9 @@ fn one_load(
             opts.connections = p.n as usize;
             opts.preconnect = p.n > 1;
             opts.assign = Arc::new(PlanAssign::new(p, scheme, policy));
+            if dispatch == Dispatch::Pull {
+                opts.pull_budget = Some(plan_bdp_bytes(p));
+            }
         }
         let rec = crate::loader::load(page, &opts).await?;
         Ok((rec, Lookup { resolved, plan }))

@@ -106,6 +106,13 @@ struct LoadArgs {
     /// connection that carried the document, leaves by least outstanding).
     #[arg(long, default_value = "least")]
     assign: String,
+    /// Pull dispatch for n > 1 h2/h3 connections: at most this many KB
+    /// requested and not yet received per connection for images, fonts
+    /// and media; the rest wait for the first connection that drains
+    /// (HTML, CSS and scripts are never held). Default: request every
+    /// object as soon as it is found, as a browser does.
+    #[arg(long, value_name = "KB")]
+    pull_kb: Option<u64>,
     /// Round-trip time of the link.
     #[arg(long, default_value = "100ms")]
     rtt: String,
@@ -515,6 +522,12 @@ fn run_load(a: LoadArgs) -> anyhow::Result<()> {
         "warm-first" => std::sync::Arc::new(mewa_lab::loader::WarmFirst),
         other => bail!("--assign {other}: give least, round-robin or warm-first"),
     };
+    if let Some(kb) = a.pull_kb {
+        if kb == 0 {
+            bail!("--pull-kb 0: give at least 1 (KB per connection)");
+        }
+        opts.pull_budget = Some(kb * 1000);
+    }
     let opts = bed.options(opts);
     let mut t = Table::new(&[
         "page",

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Args;
-use mewa_lab::meh::{self, MehConfig, MehResult, Policy, RadioLink};
+use mewa_lab::meh::{self, Dispatch, MehConfig, MehResult, Policy, RadioLink};
 use mewa_link::core::trace::DeliveryTrace;
 
 use crate::lab::{
@@ -56,6 +56,13 @@ pub struct MehArgs {
     /// for everything, seed 000 as written).
     #[arg(long, default_value = "warm-first")]
     policy: Policy,
+    /// When the hint-aware client requests images, fonts and media: `push`
+    /// (as soon as found, on the connection the policy chose: seed 000's
+    /// static split) or `pull` (at most a bandwidth-delay product
+    /// outstanding per connection; the rest go to whichever connection
+    /// drains first).
+    #[arg(long, default_value = "push")]
+    dispatch: Dispatch,
     /// Also load seed 000's Fig. 8 pages (the corpus pages nearest 622 KB,
     /// 1412 KB and 3648 KB) in headless Chromium through the local proxy,
     /// this many times with and without the hint; 0 skips it. Skipped with
@@ -148,6 +155,7 @@ pub fn run(a: MehArgs) -> anyhow::Result<()> {
         runs: a.runs,
         planned_bandwidth_bps: planned,
         policy: a.policy,
+        dispatch: a.dispatch,
         congestion: a.corpus.cc.clone(),
         ..MehConfig::seed000(ca_dir_of(&a.corpus)?, dir.join("edge.sqlite"))
     };
@@ -184,11 +192,12 @@ pub fn run(a: MehArgs) -> anyhow::Result<()> {
         }
     };
     let setting = format!(
-        "radio {link}, RTT {} ms radio + {} ms wired, {} runs, policy {:?}, planned bandwidth {:.1} Mbit/s",
+        "radio {link}, RTT {} ms radio + {} ms wired, {} runs, policy {:?}, dispatch {:?}, planned bandwidth {:.1} Mbit/s",
         cfg.radio_rtt_ms,
         cfg.wired_rtt_ms,
         cfg.runs,
         cfg.policy,
+        cfg.dispatch,
         cfg.planned_bandwidth_bps / 1e6
     );
     write_results(&dir, &res, &setting)?;

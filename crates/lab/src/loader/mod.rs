@@ -50,7 +50,9 @@ pub use conn::ConnectError;
 pub trait Assign: Send + Sync + std::fmt::Debug {
     /// Index in `0..outstanding.len()` of the connection for `object`;
     /// `outstanding[i]` is the number of body bytes (the corpus sizes)
-    /// requested on connection `i` and not yet received. An index out of
+    /// requested on connection `i` and not yet received (with
+    /// [`LoadOptions::pull_budget`], counted down as the bytes arrive;
+    /// otherwise when each object completes). An index out of
     /// range is taken modulo the number of connections.
     fn pick(&self, object: &Object, outstanding: &[u64]) -> usize;
 }
@@ -178,6 +180,20 @@ pub struct LoadOptions {
     pub coalesce: bool,
     /// Which connection of a group carries each object.
     pub assign: Arc<dyn Assign>,
+    /// HTTP/2 and HTTP/3 with several connections: at most this many bytes
+    /// requested and not yet received per connection for leaf objects
+    /// (images, fonts, media); further leaves wait, first come first
+    /// served, for the first connection that drains below it. `None`: every object is
+    /// requested as soon as it is discovered (a browser's behaviour).
+    ///
+    /// Why: a static split of a page's bytes assumes the connections move
+    /// data at the same speed. A connection that joins a queue the first
+    /// one has filled can leave slow start early (Cubic's HyStart reads the
+    /// queue as congestion) and then carries its share at a fraction of the
+    /// link while the other sits idle. Holding leaves back lets the faster
+    /// connection take more (docs/LAB.md "Pull dispatch"). Objects that
+    /// reveal others (HTML, CSS, scripts) are never held.
+    pub pull_budget: Option<u64>,
     /// Names to addresses.
     pub resolver: Resolver,
     /// Port for cleartext HTTP (HTTP/1.1, h2c).
@@ -202,6 +218,7 @@ impl Default for LoadOptions {
             preconnect: false,
             coalesce: true,
             assign: Arc::new(LeastOutstanding),
+            pull_budget: None,
             resolver: Resolver::default(),
             port_plain: 80,
             port_tls: 443,

@@ -11,7 +11,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper::client::conn::http1;
 use mewa_corpus::Object;
-use tokio::sync::{OnceCell, Semaphore};
+use tokio::sync::{Notify, OnceCell, Semaphore};
 use tokio::task::JoinHandle;
 
 use super::conn::{self, Sender, Target};
@@ -26,14 +26,89 @@ enum Group {
     /// HTTP/2 or HTTP/3: a fixed number of slots, each opened on first use.
     Mux {
         slots: Vec<MuxSlot>,
-        /// Bytes requested and not yet received, per slot (for [`super::Assign`]).
-        outstanding: Mutex<Vec<u64>>,
+        /// Bytes requested and not yet received, per slot, and the queue of
+        /// held leaves (for [`super::Assign`] and the pull budget).
+        load: Mutex<MuxLoad>,
+        /// Woken when a slot's outstanding bytes fall or the queue moves.
+        room: Notify,
     },
     /// HTTP/1.1: at most `permits` connections, idle ones kept for reuse.
     H1 {
         permits: Arc<Semaphore>,
         idle: Mutex<Vec<(http1::SendRequest<Empty<Bytes>>, u32)>>,
     },
+}
+
+/// A multiplexed group's bookkeeping.
+struct MuxLoad {
+    /// Bytes requested and not yet received, per slot.
+    outstanding: Vec<u64>,
+    /// Next ticket for a held leaf (taken when its fetch starts, which is
+    /// discovery order up to the scheduler).
+    next_ticket: u64,
+    /// The ticket whose turn it is.
+    serving: u64,
+}
+
+impl MuxLoad {
+    /// Slot for `object` under `budget`: the policy's choice when it has
+    /// room, else the emptiest slot with room, else none.
+    fn slot_with_room(
+        &self,
+        assign: &dyn super::Assign,
+        object: &Object,
+        budget: u64,
+    ) -> Option<usize> {
+        let out = &self.outstanding;
+        let pref = assign.pick(object, out) % out.len();
+        if out[pref] < budget {
+            return Some(pref);
+        }
+        out.iter()
+            .enumerate()
+            .filter(|&(_, &b)| b < budget)
+            .min_by_key(|&(i, &b)| (b, i))
+            .map(|(i, _)| i)
+    }
+}
+
+/// Counts an object's bytes off its slot's outstanding total as they
+/// arrive, so the pull budget sees a connection drain.
+struct Credit<'a> {
+    load: &'a Mutex<MuxLoad>,
+    room: &'a Notify,
+    slot: usize,
+    /// Bytes of the object not yet counted off.
+    left: u64,
+    /// Wake held leaves on every count (only with a budget).
+    wake: bool,
+}
+
+impl Credit<'_> {
+    fn take(&mut self, bytes: u64) {
+        let b = bytes.min(self.left);
+        if b == 0 {
+            return;
+        }
+        self.left -= b;
+        {
+            let mut l = lock(self.load);
+            l.outstanding[self.slot] = l.outstanding[self.slot].saturating_sub(b);
+        }
+        if self.wake {
+            self.room.notify_waiters();
+        }
+    }
+
+    /// The object ended (whole, short or failed): nothing of it is
+    /// outstanding any more.
+    fn finish(&mut self) {
+        self.take(self.left);
+    }
+}
+
+fn load_len(load: &Mutex<MuxLoad>) -> usize {
+    lock(load).outstanding.len()
 }
 
 /// State one load's fetch tasks share.
@@ -143,7 +218,12 @@ impl Shared {
             Arc::new(if mux {
                 Group::Mux {
                     slots: (0..n).map(|_| Arc::new(OnceCell::new())).collect(),
-                    outstanding: Mutex::new(vec![0; n]),
+                    load: Mutex::new(MuxLoad {
+                        outstanding: vec![0; n],
+                        next_ticket: 0,
+                        serving: 0,
+                    }),
+                    room: Notify::new(),
                 }
             } else {
                 Group::H1 {
@@ -219,6 +299,47 @@ impl Shared {
         while set.join_next().await.is_some() {}
     }
 
+    /// Chooses `object`'s slot in a multiplexed group and counts its bytes
+    /// as outstanding there. Leaves wait, first come first served, while every
+    /// slot is at [`super::LoadOptions::pull_budget`].
+    async fn reserve(&self, object: &Object, load: &Mutex<MuxLoad>, room: &Notify) -> usize {
+        let assign = &*self.opts.assign;
+        let held = object.parent.is_some() && !super::WarmFirst::reveals(object);
+        let budget = match self.opts.pull_budget {
+            Some(b) if held && load_len(load) > 1 => b,
+            _ => {
+                let mut l = lock(load);
+                let i = assign.pick(object, &l.outstanding) % l.outstanding.len();
+                l.outstanding[i] += object.size;
+                return i;
+            }
+        };
+        let ticket = {
+            let mut l = lock(load);
+            l.next_ticket += 1;
+            l.next_ticket - 1
+        };
+        loop {
+            // Registered before the check, so a wake between the check and
+            // the await is not lost.
+            let notified = room.notified();
+            {
+                let mut l = lock(load);
+                if l.serving == ticket {
+                    if let Some(i) = l.slot_with_room(assign, object, budget) {
+                        l.outstanding[i] += object.size;
+                        l.serving += 1;
+                        drop(l);
+                        // The next in line may fit too.
+                        room.notify_waiters();
+                        return i;
+                    }
+                }
+            }
+            notified.await;
+        }
+    }
+
     /// Fetches one object and returns what happened.
     pub(crate) async fn fetch(self: Arc<Self>, object: Object, discovered_us: u64) -> ObjectTiming {
         let mut t = unstarted(&object, self.scheme, discovered_us);
@@ -228,12 +349,14 @@ impl Shared {
         };
         let group = self.group(&object.host, addr);
         match &*group {
-            Group::Mux { slots, outstanding } => {
-                let i = {
-                    let mut out = lock(outstanding);
-                    let i = self.opts.assign.pick(&object, &out) % out.len();
-                    out[i] += object.size;
-                    i
+            Group::Mux { slots, load, room } => {
+                let i = self.reserve(&object, load, room).await;
+                let mut credit = Credit {
+                    load,
+                    room,
+                    slot: i,
+                    left: object.size,
+                    wake: self.opts.pull_budget.is_some(),
                 };
                 let slot = &slots[i];
                 match slot.get_or_init(|| self.open(&object.host, addr)).await {
@@ -248,20 +371,25 @@ impl Shared {
                                 } else {
                                     t.request_us = self.now_us();
                                     match s.send_request(self.request(&object, true)).await {
-                                        Ok(resp) => self.read_hyper(resp, &mut t).await,
+                                        Ok(resp) => {
+                                            self.read_hyper(resp, &mut t, &mut |b| credit.take(b))
+                                                .await
+                                        }
                                         Err(e) => t.error = Some(format!("HTTP/2 request: {e}")),
                                     }
                                 }
                             }
-                            Sender::H3(s) => self.fetch_h3(s.clone(), &object, &mut t).await,
+                            Sender::H3(s) => {
+                                self.fetch_h3(s.clone(), &object, &mut t, &mut |b| credit.take(b))
+                                    .await
+                            }
                             Sender::H1(_) => {
                                 t.error = Some("HTTP/1.1 in a multiplexed group".into())
                             }
                         }
                     }
                 }
-                let mut out = lock(outstanding);
-                out[i] = out[i].saturating_sub(object.size);
+                credit.finish();
             }
             Group::H1 { permits, idle } => {
                 let Ok(_permit) = Arc::clone(permits).acquire_owned().await else {
@@ -294,7 +422,7 @@ impl Shared {
                 }
                 t.request_us = self.now_us();
                 match send.send_request(self.request(&object, false)).await {
-                    Ok(resp) => self.read_hyper(resp, &mut t).await,
+                    Ok(resp) => self.read_hyper(resp, &mut t, &mut |_| {}).await,
                     Err(e) => t.error = Some(format!("HTTP/1.1 request: {e}")),
                 }
                 if t.end_us.is_some() && !send.is_closed() {
@@ -349,7 +477,13 @@ impl Shared {
         }
     }
 
-    async fn read_hyper(&self, resp: Response<Incoming>, t: &mut ObjectTiming) {
+    /// Reads a response; `credit` hears of every body chunk's size.
+    async fn read_hyper(
+        &self,
+        resp: Response<Incoming>,
+        t: &mut ObjectTiming,
+        credit: &mut (dyn FnMut(u64) + Send),
+    ) {
         self.on_head(resp.status(), resp.headers(), t);
         let mut body = resp.into_body();
         while let Some(frame) = body.frame().await {
@@ -357,6 +491,7 @@ impl Shared {
                 Ok(f) => {
                     if let Some(d) = f.data_ref() {
                         self.on_data(d.len(), t);
+                        credit(d.len() as u64);
                     }
                 }
                 Err(e) => {
@@ -373,6 +508,7 @@ impl Shared {
         mut send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
         object: &Object,
         t: &mut ObjectTiming,
+        credit: &mut (dyn FnMut(u64) + Send),
     ) {
         let req = match Request::get(object.url(self.scheme))
             .header("user-agent", "mewa-loader")
@@ -406,7 +542,10 @@ impl Shared {
         self.on_head(resp.status(), resp.headers(), t);
         loop {
             match stream.recv_data().await {
-                Ok(Some(chunk)) => self.on_data(chunk.remaining(), t),
+                Ok(Some(chunk)) => {
+                    self.on_data(chunk.remaining(), t);
+                    credit(chunk.remaining() as u64);
+                }
                 Ok(None) => break,
                 Err(e) => {
                     t.error = Some(format!("HTTP/3 body: {e}"));
