@@ -62,6 +62,13 @@ pub enum Dispatch {
     /// choice when it has room): a connection that turns out slow carries
     /// less ([`LoadOptions::pull_budget`]).
     Pull,
+    /// Each leaf waits for the connection that would finish it first at
+    /// its delivery rate over the last RTT and goes there once that one
+    /// holds less than twice that rate's worth; leaves larger than two
+    /// initial windows only go to a connection that has moved that much in
+    /// an RTT ([`LoadOptions::pull_follow`]). The default: a connection
+    /// that cubic's HyStart leaves at a small window then carries little.
+    PullRate,
 }
 
 impl std::str::FromStr for Dispatch {
@@ -70,7 +77,10 @@ impl std::str::FromStr for Dispatch {
         match s {
             "push" => Ok(Dispatch::Push),
             "pull" => Ok(Dispatch::Pull),
-            _ => Err(format!("unknown dispatch {s:?}: use push or pull")),
+            "pull-rate" => Ok(Dispatch::PullRate),
+            _ => Err(format!(
+                "unknown dispatch {s:?}: use push, pull or pull-rate"
+            )),
         }
     }
 }
@@ -149,7 +159,7 @@ impl MehConfig {
             runs: 30,
             planned_bandwidth_bps: 32e6,
             policy: Policy::WarmFirst,
-            dispatch: Dispatch::Push,
+            dispatch: Dispatch::PullRate,
             congestion: "cubic".into(),
             ca_dir,
             store_path,
@@ -481,6 +491,10 @@ struct Lookup {
     plan: Result<Plan, String>,
 }
 
+/// The least budget of [`Dispatch::PullRate`]: two initial windows of ten
+/// 1460-byte segments, what a fresh connection can take in its first RTT.
+pub const PULL_FLOOR_BYTES: u64 = 2 * 10 * 1460;
+
 /// The bandwidth-delay product the plan assumed (radio bandwidth × radio
 /// and wired RTT), bytes: the pull budget per connection.
 pub fn plan_bdp_bytes(p: &Plan) -> u64 {
@@ -544,8 +558,13 @@ fn one_load(
             opts.connections = p.n as usize;
             opts.preconnect = p.n > 1;
             opts.assign = Arc::new(PlanAssign::new(p, scheme, policy));
-            if dispatch == Dispatch::Pull {
-                opts.pull_budget = Some(plan_bdp_bytes(p));
+            match dispatch {
+                Dispatch::Push => {}
+                Dispatch::Pull => opts.pull_budget = Some(plan_bdp_bytes(p)),
+                Dispatch::PullRate => {
+                    opts.pull_budget = Some(PULL_FLOOR_BYTES);
+                    opts.pull_follow = Some(Duration::from_secs_f64(p.radio_rtt_s + p.wired_rtt_s));
+                }
             }
         }
         let rec = crate::loader::load(page, &opts).await?;

@@ -320,6 +320,12 @@ async fn h2_pull_budget_holds_leaves_until_a_connection_drains() {
         .filter_map(|t| t.connection)
         .collect();
     assert_eq!(used.len(), 2, "images on {used:?}");
+
+    // Following each connection's delivery rate: still whole.
+    o.pull_budget = Some(29_200);
+    o.pull_follow = Some(Duration::from_millis(5));
+    let rec = load(&page, &o).await.unwrap();
+    check_complete(&page, &rec);
     r.stop().await;
 }
 

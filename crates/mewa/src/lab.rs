@@ -113,6 +113,12 @@ struct LoadArgs {
     /// object as soon as it is found, as a browser does.
     #[arg(long, value_name = "KB")]
     pull_kb: Option<u64>,
+    /// With --pull-kb: a connection's budget grows to twice the bytes it
+    /// delivered over the last this-many ms (about one RTT), so a
+    /// connection with a small window holds little; --pull-kb is then the
+    /// floor.
+    #[arg(long, value_name = "MS", requires = "pull_kb")]
+    pull_follow_ms: Option<u64>,
     /// Round-trip time of the link.
     #[arg(long, default_value = "100ms")]
     rtt: String,
@@ -528,6 +534,7 @@ fn run_load(a: LoadArgs) -> anyhow::Result<()> {
         }
         opts.pull_budget = Some(kb * 1000);
     }
+    opts.pull_follow = a.pull_follow_ms.map(std::time::Duration::from_millis);
     let opts = bed.options(opts);
     let mut t = Table::new(&[
         "page",

@@ -56,12 +56,15 @@ pub struct MehArgs {
     /// for everything, seed 000 as written).
     #[arg(long, default_value = "warm-first")]
     policy: Policy,
-    /// When the hint-aware client requests images, fonts and media: `push`
+    /// When the hint-aware client requests images, fonts and media:
+    /// `pull-rate` (default: each leaf waits for the connection that would
+    /// finish it first at its delivery rate over the last RTT, holding at
+    /// most twice that; a fresh connection gets large leaves only once it
+    /// has shown it can move two initial windows per RTT), `pull` (at most
+    /// a bandwidth-delay product outstanding per connection) or `push`
     /// (as soon as found, on the connection the policy chose: seed 000's
-    /// static split) or `pull` (at most a bandwidth-delay product
-    /// outstanding per connection; the rest go to whichever connection
-    /// drains first).
-    #[arg(long, default_value = "push")]
+    /// static split by size).
+    #[arg(long, default_value = "pull-rate")]
     dispatch: Dispatch,
     /// Also load seed 000's Fig. 8 pages (the corpus pages nearest 622 KB,
     /// 1412 KB and 3648 KB) in headless Chromium through the local proxy,

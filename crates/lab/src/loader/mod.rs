@@ -194,6 +194,12 @@ pub struct LoadOptions {
     /// connection take more (docs/LAB.md "Pull dispatch"). Objects that
     /// reveal others (HTML, CSS, scripts) are never held.
     pub pull_budget: Option<u64>,
+    /// With [`LoadOptions::pull_budget`]: a connection's budget grows to
+    /// twice the bytes it delivered over the last this-long (about one
+    /// RTT), so it follows each connection's delivery rate and the budget
+    /// becomes a floor. A connection whose window stays small then holds
+    /// little and the others take the rest.
+    pub pull_follow: Option<Duration>,
     /// Names to addresses.
     pub resolver: Resolver,
     /// Port for cleartext HTTP (HTTP/1.1, h2c).
@@ -219,6 +225,7 @@ impl Default for LoadOptions {
             coalesce: true,
             assign: Arc::new(LeastOutstanding),
             pull_budget: None,
+            pull_follow: None,
             resolver: Resolver::default(),
             port_plain: 80,
             port_tls: 443,

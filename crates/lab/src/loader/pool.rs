@@ -1,6 +1,6 @@
 //! Connection groups and one object's fetch over them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
@@ -48,27 +48,69 @@ struct MuxLoad {
     next_ticket: u64,
     /// The ticket whose turn it is.
     serving: u64,
+    /// Per slot: (µs since the load started, bytes) of recent deliveries,
+    /// for a budget that follows the delivery rate.
+    delivered: Vec<VecDeque<(u64, u64)>>,
 }
 
 impl MuxLoad {
     /// Slot for `object` under `budget`: the policy's choice when it has
     /// room, else the emptiest slot with room, else none.
     fn slot_with_room(
-        &self,
+        &mut self,
         assign: &dyn super::Assign,
         object: &Object,
         budget: u64,
+        follow: Option<(u64, u64)>,
     ) -> Option<usize> {
+        if let Some((now_us, window_us)) = follow {
+            // Earliest completion first: the slot that would finish this
+            // object soonest at its recent delivery rate, once it has room
+            // (a large object waits for a fast slot rather than taking a
+            // slow one that happens to be empty).
+            // A leaf larger than the floor only goes to a slot that has
+            // shown it can move the floor in a window: a fresh connection
+            // proves itself with small objects first (a large image on a
+            // cold connection that then leaves slow start early is what
+            // made n > 1 slow). When nothing is in flight any slot will do,
+            // so a leaf never waits for a delivery that cannot come.
+            let n = self.outstanding.len();
+            let raw: Vec<u64> = (0..n)
+                .map(|i| self.delivered_since(i, now_us, window_us))
+                .collect();
+            let recent: Vec<u64> = raw.iter().map(|&r| budget.max(r)).collect();
+            let idle = self.outstanding.iter().all(|&b| b == 0);
+            let fits = |i: usize| idle || object.size <= budget || raw[i] >= budget;
+            let best = (0..n).filter(|&i| fits(i)).min_by(|&a, &b| {
+                let fa = (self.outstanding[a] + object.size) as f64 / recent[a] as f64;
+                let fb = (self.outstanding[b] + object.size) as f64 / recent[b] as f64;
+                fa.total_cmp(&fb).then(a.cmp(&b))
+            })?;
+            return (self.outstanding[best] < 2 * recent[best]).then_some(best);
+        }
+        let budgets = vec![budget; self.outstanding.len()];
         let out = &self.outstanding;
         let pref = assign.pick(object, out) % out.len();
-        if out[pref] < budget {
+        if out[pref] < budgets[pref] {
             return Some(pref);
         }
         out.iter()
             .enumerate()
-            .filter(|&(_, &b)| b < budget)
+            .filter(|&(i, &b)| b < budgets[i])
             .min_by_key(|&(i, &b)| (b, i))
             .map(|(i, _)| i)
+    }
+
+    /// Bytes slot `i` delivered in the last `window_us`; drops older
+    /// entries.
+    fn delivered_since(&mut self, i: usize, now_us: u64, window_us: u64) -> u64 {
+        let Some(d) = self.delivered.get_mut(i) else {
+            return 0;
+        };
+        while d.front().is_some_and(|&(t, _)| t + window_us < now_us) {
+            d.pop_front();
+        }
+        d.iter().map(|&(_, b)| b).sum()
     }
 }
 
@@ -82,6 +124,9 @@ struct Credit<'a> {
     left: u64,
     /// Wake held leaves on every count (only with a budget).
     wake: bool,
+    /// The load's start, when deliveries are logged for a rate-following
+    /// budget.
+    log_from: Option<Instant>,
 }
 
 impl Credit<'_> {
@@ -94,6 +139,12 @@ impl Credit<'_> {
         {
             let mut l = lock(self.load);
             l.outstanding[self.slot] = l.outstanding[self.slot].saturating_sub(b);
+            if let Some(start) = self.log_from {
+                let t = start.elapsed().as_micros() as u64;
+                if let Some(d) = l.delivered.get_mut(self.slot) {
+                    d.push_back((t, b));
+                }
+            }
         }
         if self.wake {
             self.room.notify_waiters();
@@ -222,6 +273,7 @@ impl Shared {
                         outstanding: vec![0; n],
                         next_ticket: 0,
                         serving: 0,
+                        delivered: vec![VecDeque::new(); n],
                     }),
                     room: Notify::new(),
                 }
@@ -325,8 +377,16 @@ impl Shared {
             let notified = room.notified();
             {
                 let mut l = lock(load);
-                if l.serving == ticket {
-                    if let Some(i) = l.slot_with_room(assign, object, budget) {
+                let follow = self
+                    .opts
+                    .pull_follow
+                    .map(|w| (self.now_us(), w.as_micros() as u64));
+                // A fixed budget serves held leaves in turn. Following the
+                // rates, each leaf waits for its own best slot, so a large
+                // one waiting for the fast slot does not hold back small
+                // ones that fit elsewhere.
+                if l.serving == ticket || follow.is_some() {
+                    if let Some(i) = l.slot_with_room(assign, object, budget, follow) {
                         l.outstanding[i] += object.size;
                         l.serving += 1;
                         drop(l);
@@ -357,6 +417,7 @@ impl Shared {
                     slot: i,
                     left: object.size,
                     wake: self.opts.pull_budget.is_some(),
+                    log_from: self.opts.pull_follow.map(|_| self.start),
                 };
                 let slot = &slots[i];
                 match slot.get_or_init(|| self.open(&object.host, addr)).await {
@@ -573,5 +634,74 @@ impl Shared {
             }
         }
         conns
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mewa_corpus::Discovery;
+
+    /// Always prefers one slot.
+    #[derive(Debug)]
+    struct Prefer(usize);
+
+    impl super::super::Assign for Prefer {
+        fn pick(&self, _object: &Object, _outstanding: &[u64]) -> usize {
+            self.0
+        }
+    }
+
+    fn image(size: u64) -> Object {
+        Object {
+            id: 7,
+            host: "a.example".into(),
+            path: "/i.jpg".into(),
+            size,
+            content_type: "image/jpeg".into(),
+            parent: Some(0),
+            discovery: Discovery::Html,
+            compute_ms: 0,
+        }
+    }
+
+    fn mux(outstanding: Vec<u64>) -> MuxLoad {
+        let n = outstanding.len();
+        MuxLoad {
+            outstanding,
+            next_ticket: 0,
+            serving: 0,
+            delivered: vec![VecDeque::new(); n],
+        }
+    }
+
+    #[test]
+    fn fixed_budget_takes_the_preferred_slot_then_the_emptiest_then_waits() {
+        let o = image(50_000);
+        let mut l = mux(vec![10_000, 90_000, 40_000]);
+        assert_eq!(l.slot_with_room(&Prefer(0), &o, 60_000, None), Some(0));
+        assert_eq!(l.slot_with_room(&Prefer(1), &o, 60_000, None), Some(0));
+        let mut l = mux(vec![70_000, 90_000, 60_000]);
+        assert_eq!(l.slot_with_room(&Prefer(2), &o, 60_000, None), None);
+    }
+
+    #[test]
+    fn rate_following_budget_sends_large_objects_to_the_fast_slot() {
+        let o = image(500_000);
+        // Slot 0 delivered 300 KB in the last 65 ms, slot 1 nothing.
+        let mut l = mux(vec![100_000, 0]);
+        l.delivered[0].push_back((990_000, 300_000));
+        let follow = Some((1_000_000, 65_000));
+        assert_eq!(l.slot_with_room(&Prefer(1), &o, 29_200, follow), Some(0));
+        // Slot 0 full (twice its recent delivery outstanding): the object
+        // waits for it rather than crawl on the empty slow slot.
+        l.outstanding[0] = 600_000;
+        assert_eq!(l.slot_with_room(&Prefer(1), &o, 29_200, follow), None);
+        // Old deliveries no longer count: both slots at the floor, the
+        // emptier one wins.
+        let later = Some((2_000_000, 65_000));
+        l.outstanding[0] = 10_000;
+        assert_eq!(l.slot_with_room(&Prefer(0), &o, 29_200, later), Some(1));
+        assert!(l.delivered[0].is_empty());
     }
 }
