@@ -697,11 +697,19 @@ mod tests {
         // waits for it rather than crawl on the empty slow slot.
         l.outstanding[0] = 600_000;
         assert_eq!(l.slot_with_room(&Prefer(1), &o, 29_200, follow), None);
-        // Old deliveries no longer count: both slots at the floor, the
-        // emptier one wins.
+        // Old deliveries no longer count: no slot has shown it can carry a
+        // large leaf, which waits while anything is in flight ...
         let later = Some((2_000_000, 65_000));
         l.outstanding[0] = 10_000;
-        assert_eq!(l.slot_with_room(&Prefer(0), &o, 29_200, later), Some(1));
+        assert_eq!(l.slot_with_room(&Prefer(0), &o, 29_200, later), None);
         assert!(l.delivered[0].is_empty());
+        // ... while a small one goes where it finishes first (the empty slot) ...
+        assert_eq!(
+            l.slot_with_room(&Prefer(0), &image(20_000), 29_200, later),
+            Some(1)
+        );
+        // ... and with nothing in flight any slot takes it.
+        l.outstanding[0] = 0;
+        assert_eq!(l.slot_with_room(&Prefer(1), &o, 29_200, later), Some(0));
     }
 }
