@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{
-    ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, ETAG, HOST, IF_MODIFIED_SINCE,
-    IF_NONE_MATCH, LAST_MODIFIED,
+    ACCESS_CONTROL_ALLOW_ORIGIN, ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, ETAG, HOST,
+    IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED,
 };
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use mewa_corpus::Scheme;
@@ -172,7 +172,12 @@ fn object(
     let mut b = Response::builder()
         .header(ETAG, etag)
         .header(LAST_MODIFIED, httpdate::fmt_http_date(entry.last_modified))
-        .header(CACHE_CONTROL, format!("max-age={}", opts.max_age));
+        .header(CACHE_CONTROL, format!("max-age={}", opts.max_age))
+        // A page's fonts and `crossorigin` fetches live on its other hosts;
+        // a browser drops them without this header, and then loads less
+        // than the corpus models. Public static objects, no credentials:
+        // `*` is safe.
+        .header(ACCESS_CONTROL_ALLOW_ORIGIN, "*");
     let (status, payload) = if not_modified {
         (StatusCode::NOT_MODIFIED, Bytes::new())
     } else {
@@ -254,6 +259,7 @@ mod tests {
         assert_eq!(r.headers()[CONTENT_TYPE], o.content_type.as_str());
         assert_eq!(r.headers()[CACHE_CONTROL], "max-age=0");
         assert_eq!(r.headers()[LAST_MODIFIED], "Mon, 01 Jan 2024 00:00:00 GMT");
+        assert_eq!(r.headers()[ACCESS_CONTROL_ALLOW_ORIGIN], "*");
     }
 
     #[test]
