@@ -112,6 +112,9 @@ pub fn body(page: &Page, id: u32, scheme: Scheme) -> Result<Vec<u8>, BodyError> 
     let fixed = (head.len() + tail.len()) as u64;
     let size = o.size;
     if matches!(pad, Pad::Binary) {
+        if o.content_type.starts_with("image/webp") && size >= WEBP_MIN {
+            return Ok(binary(o, &webp_head(size)));
+        }
         return Ok(binary(o, &head));
     }
     if fixed > size {
@@ -323,6 +326,40 @@ fn magic(ct: &str, size: u64) -> Vec<u8> {
     }
 }
 
+/// The smallest WebP body [`webp_head`] can build: RIFF header, VP8X,
+/// the 1×1 VP8L image and the padding chunk's header.
+const WEBP_MIN: u64 = 54;
+
+/// A 1×1 lossless WebP's first 54 bytes (extended format) announcing an
+/// unknown `PADD` chunk that fills the body to `size`; the body's random
+/// filler becomes that chunk's payload. Decoders skip unknown chunks.
+/// Why: Chromium cancels an image download whose bytes fail to decode,
+/// for WebP after a few KB, and would load less than the corpus models
+/// (other formats are only decoded once whole). An odd `size` leaves one
+/// byte after the RIFF data, which decoders ignore.
+fn webp_head(size: u64) -> Vec<u8> {
+    let pad = (size.saturating_sub(WEBP_MIN) & !1).min(u64::from(u32::MAX) - 64);
+    let pad32 = u32::try_from(pad).unwrap_or(0);
+    let mut v = Vec::with_capacity(WEBP_MIN as usize);
+    v.extend_from_slice(b"RIFF");
+    v.extend_from_slice(&(46 + pad32).to_le_bytes());
+    v.extend_from_slice(b"WEBP");
+    // VP8X: no flags, canvas 1×1 (width − 1 and height − 1, 24 bits each).
+    v.extend_from_slice(b"VP8X");
+    v.extend_from_slice(&10u32.to_le_bytes());
+    v.extend_from_slice(&[0; 10]);
+    // VP8L: signature, 14-bit width − 1 and height − 1, no alpha, version
+    // 0; then no transform, no colour cache, no meta prefix codes, and five
+    // simple prefix codes of one symbol (0) each, so the one pixel takes
+    // no bits.
+    v.extend_from_slice(b"VP8L");
+    v.extend_from_slice(&8u32.to_le_bytes());
+    v.extend_from_slice(&[0x2f, 0, 0, 0, 0, 0x88, 0x88, 0x08]);
+    v.extend_from_slice(b"PADD");
+    v.extend_from_slice(&pad32.to_le_bytes());
+    v
+}
+
 fn binary(o: &Object, magic: &[u8]) -> Vec<u8> {
     let size = o.size as usize;
     let mut out = Vec::with_capacity(size);
@@ -343,5 +380,62 @@ fn filler(out: &mut Vec<u8>, n: usize) {
     while out.len() - start < n {
         let k = (n - (out.len() - start)).min(TEXT.len());
         out.extend_from_slice(&TEXT[..k]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Walks a WebP's RIFF chunks; returns the FourCCs in order.
+    fn riff_chunks(b: &[u8]) -> Result<Vec<String>, String> {
+        if b.len() < 12 || &b[0..4] != b"RIFF" || &b[8..12] != b"WEBP" {
+            return Err("no RIFF/WEBP header".into());
+        }
+        let riff = u32::from_le_bytes([b[4], b[5], b[6], b[7]]) as usize;
+        if riff % 2 != 0 || riff + 8 > b.len() || riff + 8 + 1 < b.len() {
+            return Err(format!("RIFF size {riff} for {} bytes", b.len()));
+        }
+        let end = riff + 8;
+        let mut at = 12;
+        let mut out = Vec::new();
+        while at < end {
+            if at + 8 > end {
+                return Err("truncated chunk header".into());
+            }
+            let tag = String::from_utf8_lossy(&b[at..at + 4]).to_string();
+            let n = u32::from_le_bytes([b[at + 4], b[at + 5], b[at + 6], b[at + 7]]) as usize;
+            at += 8 + n + (n & 1);
+            if at > end {
+                return Err(format!("chunk {tag} runs past the RIFF data"));
+            }
+            out.push(tag);
+        }
+        Ok(out)
+    }
+
+    fn image(size: u64) -> Object {
+        Object {
+            id: 3,
+            host: "img.example".into(),
+            path: "/a.webp".into(),
+            size,
+            content_type: "image/webp".into(),
+            parent: Some(0),
+            discovery: crate::Discovery::Html,
+            compute_ms: 0,
+        }
+    }
+
+    #[test]
+    fn webp_bodies_are_well_formed_at_their_exact_size() {
+        for size in (54..400).chain([1000, 3659, 89_916, 89_917, 1 << 20]) {
+            let o = image(size);
+            let b = binary(&o, &webp_head(size));
+            assert_eq!(b.len() as u64, size);
+            let chunks = riff_chunks(&b).unwrap_or_else(|e| panic!("{size}: {e}"));
+            assert_eq!(chunks, ["VP8X", "VP8L", "PADD"], "{size}");
+            assert_eq!(&b[38..41], &[0x2f, 0, 0], "VP8L signature, {size}");
+        }
     }
 }

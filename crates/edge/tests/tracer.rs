@@ -123,12 +123,24 @@ async fn traces_corpus_pages_with_real_chromium() {
         return;
     }
     let complat = complat_page();
-    // accel7: 42 images on seven hosts. (meh15 pages are not used: their
-    // cross-host fonts lack CORS headers and their WebP bodies do not
-    // decode, so Chromium fails or cuts those loads short — the tracer
-    // records that faithfully, but the sizes are then not the model's.)
+    // accel7: 42 images on seven hosts. meh15's 622k page: WebP images and
+    // a font from another host. Chromium cut its WebP downloads short when
+    // the bytes did not decode, and dropped the font without CORS headers;
+    // with decodable bodies and `Access-Control-Allow-Origin` it loads the
+    // page whole, which the browser runs of `mewa lab meh` depend on.
     let accel = generate(Preset::Accel7, 1);
-    let pages: Vec<Page> = vec![complat, accel.pages[0].clone()];
+    let meh = generate(Preset::Meh15, 1);
+    let meh622 = meh
+        .pages
+        .iter()
+        .find(|p| p.name.contains("622k"))
+        .unwrap()
+        .clone();
+    assert!(meh622
+        .objects
+        .iter()
+        .any(|o| o.content_type == "image/webp" && o.size > 10_000));
+    let pages: Vec<Page> = vec![complat, accel.pages[0].clone(), meh622];
     let corpus = Corpus {
         name: "tracer".into(),
         provenance: accel.provenance.clone(),
