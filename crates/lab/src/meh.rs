@@ -563,7 +563,10 @@ fn one_load(
                 Dispatch::Pull => opts.pull_budget = Some(plan_bdp_bytes(p)),
                 Dispatch::PullRate => {
                     opts.pull_budget = Some(PULL_FLOOR_BYTES);
-                    opts.pull_follow = Some(Duration::from_secs_f64(p.radio_rtt_s + p.wired_rtt_s));
+                    // The plan's RTTs are bounded by the hint's validation; a
+                    // value no Duration holds keeps the floor as a fixed budget.
+                    opts.pull_follow =
+                        Duration::try_from_secs_f64(p.radio_rtt_s + p.wired_rtt_s).ok();
                 }
             }
         }

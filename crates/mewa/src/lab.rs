@@ -532,7 +532,10 @@ fn run_load(a: LoadArgs) -> anyhow::Result<()> {
         if kb == 0 {
             bail!("--pull-kb 0: give at least 1 (KB per connection)");
         }
-        opts.pull_budget = Some(kb * 1000);
+        opts.pull_budget = Some(kb.saturating_mul(1000));
+    }
+    if a.pull_follow_ms == Some(0) {
+        bail!("--pull-follow-ms 0: give the window in ms, about one RTT (e.g. 65)");
     }
     opts.pull_follow = a.pull_follow_ms.map(std::time::Duration::from_millis);
     let opts = bed.options(opts);

@@ -54,8 +54,11 @@ struct MuxLoad {
 }
 
 impl MuxLoad {
-    /// Slot for `object` under `budget`: the policy's choice when it has
-    /// room, else the emptiest slot with room, else none.
+    /// Slot for `object`, or none while it must wait. Fixed budget
+    /// (`follow` none): the policy's choice when it holds less than
+    /// `budget`, else the emptiest slot that does. Following the rates
+    /// (`follow` = now and window, µs): earliest completion first, with
+    /// `budget` as the floor of every slot's rate (below).
     fn slot_with_room(
         &mut self,
         assign: &dyn super::Assign,
@@ -88,15 +91,14 @@ impl MuxLoad {
             })?;
             return (self.outstanding[best] < 2 * recent[best]).then_some(best);
         }
-        let budgets = vec![budget; self.outstanding.len()];
         let out = &self.outstanding;
         let pref = assign.pick(object, out) % out.len();
-        if out[pref] < budgets[pref] {
+        if out[pref] < budget {
             return Some(pref);
         }
         out.iter()
             .enumerate()
-            .filter(|&(i, &b)| b < budgets[i])
+            .filter(|&(_, &b)| b < budget)
             .min_by_key(|&(i, &b)| (b, i))
             .map(|(i, _)| i)
     }
@@ -156,10 +158,6 @@ impl Credit<'_> {
     fn finish(&mut self) {
         self.take(self.left);
     }
-}
-
-fn load_len(load: &Mutex<MuxLoad>) -> usize {
-    lock(load).outstanding.len()
 }
 
 /// State one load's fetch tasks share.
@@ -354,11 +352,17 @@ impl Shared {
     /// Chooses `object`'s slot in a multiplexed group and counts its bytes
     /// as outstanding there. Leaves wait, first come first served, while every
     /// slot is at [`super::LoadOptions::pull_budget`].
-    async fn reserve(&self, object: &Object, load: &Mutex<MuxLoad>, room: &Notify) -> usize {
+    async fn reserve(
+        &self,
+        object: &Object,
+        slots: usize,
+        load: &Mutex<MuxLoad>,
+        room: &Notify,
+    ) -> usize {
         let assign = &*self.opts.assign;
         let held = object.parent.is_some() && !super::WarmFirst::reveals(object);
         let budget = match self.opts.pull_budget {
-            Some(b) if held && load_len(load) > 1 => b,
+            Some(b) if held && slots > 1 => b,
             _ => {
                 let mut l = lock(load);
                 let i = assign.pick(object, &l.outstanding) % l.outstanding.len();
@@ -410,7 +414,7 @@ impl Shared {
         let group = self.group(&object.host, addr);
         match &*group {
             Group::Mux { slots, load, room } => {
-                let i = self.reserve(&object, load, room).await;
+                let i = self.reserve(&object, slots.len(), load, room).await;
                 let mut credit = Credit {
                     load,
                     room,
