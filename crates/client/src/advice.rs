@@ -146,6 +146,9 @@ pub struct Plan {
     /// For each listed object of the main origin, (URL hash as listed,
     /// connection index), largest first: the size-balanced assignment.
     pub assignment: Vec<(u32, usize)>,
+    /// The hint's size of each [`Plan::assignment`] entry, bytes (±4.4 %;
+    /// 0 when the hint did not know it), for pull dispatch.
+    pub sizes: Vec<u64>,
     /// Which bits of [`mewa_hint::wire::url_hash`] the listed hashes keep.
     pub hash_mask: u32,
 }
@@ -223,6 +226,7 @@ pub fn plan(hint: &Hint, page_url: &str, radio: Radio, now_unix_s: u64) -> Resul
         wired_rtt_s: wired,
         bandwidth_bps: radio.bandwidth_bps,
         choice,
+        sizes: assignment.iter().map(|&(_, _, s)| s).collect(),
         assignment: assignment.into_iter().map(|(h, c, _)| (h, c)).collect(),
         hash_mask: hint.hash_mask(),
     })
@@ -306,6 +310,17 @@ mod tests {
         assert!((p.wired_rtt_s - 0.020).abs() < 1e-9);
         assert!(p.n >= 2 && p.n <= MAX_CONNECTIONS, "n = {}", p.n);
         assert_eq!(p.assignment.len(), 30);
+        // Each entry carries the hint's size, largest first, within the
+        // size code's 4.4 % of the real 40 000 + i bytes.
+        assert_eq!(p.sizes.len(), 30);
+        assert!(p.sizes.windows(2).all(|w| w[0] >= w[1]), "{:?}", p.sizes);
+        assert!(
+            p.sizes
+                .iter()
+                .all(|&s| s.abs_diff(40_015) <= 40_015 * 45 / 1000),
+            "{:?}",
+            p.sizes
+        );
         // Balanced: per-connection loads differ by at most one object.
         let mut loads = vec![0usize; p.n as usize];
         for (_, c) in &p.assignment {

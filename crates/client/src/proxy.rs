@@ -7,9 +7,12 @@
 //! [`crate::advice::plan`], and opens n cleartext HTTP/2 connections (h2c,
 //! as in seed 000's testbed) to the origin. Every request then goes on the
 //! connection the hint's size-balanced assignment chose; objects the hint
-//! does not list go to the connection with the fewest requests in flight. A
-//! missing, stale or absurd hint means one connection, with the reason
-//! logged.
+//! does not list go to the connection with the fewest requests in flight
+//! ([`Dispatch::Push`], seed 000 as written). By default
+//! ([`Dispatch::PullRate`], as the lab's loader) leaves wait in the proxy
+//! and go to the connection that would finish them first at the rate it
+//! delivered over the last RTT ([`mewa_model::pull`]). A missing, stale or
+//! absurd hint means one connection, with the reason logged.
 //!
 //! Not an open proxy: it serves only clients in `allow_from` (loopback by
 //! default), only `http://` absolute-form requests, only to hosts the edge
@@ -21,23 +24,39 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{combinators::BoxBody, BodyExt, Full};
-use hyper::body::Incoming;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use mewa_model::pull::{earliest_completion, Deliveries, PULL_FLOOR_BYTES};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 
 use crate::advice::{plan, Plan, Radio};
 use crate::resolve::{resolve, Resolved};
 
 /// Bodies the proxy sends back: the origin's streamed, or a short error.
 type ProxyBody = BoxBody<Bytes, hyper::Error>;
+
+/// When a request goes to its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dispatch {
+    /// As the browser asks, on the connection the hint's size-balanced
+    /// assignment chose (seed 000 as written).
+    Push,
+    /// Leaves (what cannot reveal other objects) wait in the proxy for the
+    /// connection that would finish them first at its recent delivery rate
+    /// ([`mewa_model::pull::earliest_completion`]).
+    PullRate,
+}
 
 /// How the proxy works.
 #[derive(Debug, Clone)]
@@ -51,6 +70,8 @@ pub struct ProxyConfig {
     /// the rest follows the size-balanced assignment. The extra connections
     /// are cold when the document's children are requested (docs/LAB.md).
     pub warm_first: bool,
+    /// When requests go to their connection.
+    pub dispatch: Dispatch,
     /// Follow hints; `false` makes every session one connection (the
     /// plain HTTP/2 baseline through the same proxy).
     pub use_hints: bool,
@@ -78,6 +99,7 @@ impl ProxyConfig {
             radio_rtt: None,
             use_hints: true,
             warm_first: true,
+            dispatch: Dispatch::PullRate,
             origin_port: 80,
             allow_from: Vec::new(),
             session_idle: Duration::from_secs(10),
@@ -127,9 +149,158 @@ pub struct Session {
     conns: Vec<http2::SendRequest<ProxyBody>>,
     /// Requests sent on each connection whose response head has not come.
     in_flight: Vec<AtomicU64>,
-    map: HashMap<u32, usize>,
+    /// Requests sent on each connection.
+    sent: Vec<AtomicU64>,
+    /// Listed URL hash → (connection, the hint's size).
+    map: HashMap<u32, (usize, u64)>,
     mask: u32,
     last_used: Mutex<Instant>,
+    /// Rate-following dispatch state, with more than one connection and
+    /// [`Dispatch::PullRate`].
+    pull: Option<Pull>,
+    /// Requests that waited in the proxy for a connection.
+    held: AtomicU64,
+}
+
+/// What [`Dispatch::PullRate`] keeps per session.
+#[derive(Debug)]
+struct Pull {
+    start: Instant,
+    /// One RTT as planned (radio + wired), µs: the rate's window.
+    window_us: u64,
+    state: Mutex<PullState>,
+    /// Woken when a connection delivers or a request is placed.
+    room: Notify,
+}
+
+#[derive(Debug)]
+struct PullState {
+    /// Bytes asked of each connection and not yet passed to the browser.
+    outstanding: Vec<u64>,
+    delivered: Deliveries,
+}
+
+impl Pull {
+    fn now_us(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PullState> {
+        // A panic elsewhere must not stop every later request.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A response's bytes still counted as outstanding on its connection;
+/// counted off as the browser is sent them, the rest when it ends or is
+/// dropped.
+struct Credit {
+    session: Arc<Session>,
+    slot: usize,
+    left: u64,
+}
+
+impl Credit {
+    /// The response head says the body is `len` bytes: count that instead
+    /// of the hint's estimate.
+    fn resize(&mut self, len: u64) {
+        if let Some(p) = &self.session.pull {
+            let mut st = p.lock();
+            if let Some(o) = st.outstanding.get_mut(self.slot) {
+                *o = o.saturating_sub(self.left).saturating_add(len);
+            }
+            self.left = len;
+        }
+    }
+
+    fn take(&mut self, bytes: u64) {
+        let Some(p) = &self.session.pull else {
+            return;
+        };
+        let b = bytes.min(self.left);
+        self.left -= b;
+        {
+            let mut st = p.lock();
+            if let Some(o) = st.outstanding.get_mut(self.slot) {
+                *o = o.saturating_sub(b);
+            }
+            if bytes > 0 {
+                let now = p.now_us();
+                st.delivered.record(self.slot, now, bytes);
+            }
+        }
+        p.room.notify_waiters();
+    }
+}
+
+impl Drop for Credit {
+    fn drop(&mut self) {
+        if self.left > 0 {
+            if let Some(p) = &self.session.pull {
+                let mut st = p.lock();
+                if let Some(o) = st.outstanding.get_mut(self.slot) {
+                    *o = o.saturating_sub(self.left);
+                }
+                drop(st);
+                p.room.notify_waiters();
+            }
+        }
+    }
+}
+
+/// A request's connection, chosen by [`Session::place`]. Its bytes count as
+/// outstanding there until it is dropped.
+pub struct Placement {
+    credit: Credit,
+}
+
+impl Placement {
+    /// The connection (index into the session's connections).
+    pub fn connection(&self) -> usize {
+        self.credit.slot
+    }
+}
+
+impl std::fmt::Debug for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Placement")
+            .field("connection", &self.credit.slot)
+            .field("bytes", &self.credit.left)
+            .finish()
+    }
+}
+
+/// The origin's response body, counted off its connection as it passes.
+struct Counted {
+    inner: Incoming,
+    credit: Credit,
+}
+
+impl Body for Counted {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let r = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(f))) = &r {
+            if let Some(d) = f.data_ref() {
+                let n = d.len() as u64;
+                self.credit.take(n);
+            }
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 impl Session {
@@ -195,19 +366,70 @@ impl Session {
             });
         }
         let (map, mask) = match &plan {
-            Ok(p) => (p.assignment_map(), p.hash_mask),
+            Ok(p) => {
+                // Largest first: on a hash collision the larger object wins.
+                let mut m = HashMap::with_capacity(p.assignment.len());
+                for (&(h, c), &size) in p.assignment.iter().zip(&p.sizes) {
+                    m.entry(h).or_insert((c, size));
+                }
+                (m, p.hash_mask)
+            }
             Err(_) => (HashMap::new(), 0),
+        };
+        let pull = match &plan {
+            Ok(p) if cfg.dispatch == Dispatch::PullRate && conns.len() > 1 => {
+                let rtt = Duration::try_from_secs_f64(p.radio_rtt_s + p.wired_rtt_s)
+                    .unwrap_or(Duration::from_millis(100))
+                    .max(Duration::from_millis(1));
+                Some(Pull {
+                    start: Instant::now(),
+                    window_us: u64::try_from(rtt.as_micros()).unwrap_or(u64::MAX),
+                    state: Mutex::new(PullState {
+                        outstanding: vec![0; conns.len()],
+                        delivered: Deliveries::new(conns.len()),
+                    }),
+                    room: Notify::new(),
+                })
+            }
+            _ => None,
         };
         Ok(Session {
             host: host.to_string(),
             addr,
             plan,
             in_flight: conns.iter().map(|_| AtomicU64::new(0)).collect(),
+            sent: conns.iter().map(|_| AtomicU64::new(0)).collect(),
             conns,
             map,
             mask,
             last_used: Mutex::new(Instant::now()),
+            pull,
+            held: AtomicU64::new(0),
         })
+    }
+
+    /// Requests sent on each connection so far.
+    pub fn requests_per_connection(&self) -> Vec<u64> {
+        self.sent
+            .iter()
+            .map(|s| s.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// Requests that waited in the proxy for a connection
+    /// ([`Dispatch::PullRate`]).
+    pub fn held(&self) -> u64 {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// Bytes asked of each connection and not yet passed on
+    /// ([`Dispatch::PullRate`]; empty otherwise). All zero once every
+    /// response has ended or been dropped.
+    pub fn outstanding(&self) -> Vec<u64> {
+        self.pull
+            .as_ref()
+            .map(|p| p.lock().outstanding.clone())
+            .unwrap_or_default()
     }
 
     /// Connections open.
@@ -223,8 +445,7 @@ impl Session {
         if on_first {
             return 0;
         }
-        let h = mewa_hint::wire::url_hash(url) & self.mask;
-        if let (false, Some(&c)) = (self.map.is_empty(), self.map.get(&h)) {
+        if let Some((c, _)) = self.listed(url) {
             return c % n;
         }
         self.in_flight
@@ -232,6 +453,102 @@ impl Session {
             .enumerate()
             .min_by_key(|&(i, b)| (b.load(Ordering::Relaxed), i))
             .map_or(0, |(i, _)| i)
+    }
+
+    /// The hint's (connection, size) of `url`, when it lists it.
+    fn listed(&self, url: &str) -> Option<(usize, u64)> {
+        if self.map.is_empty() {
+            return None;
+        }
+        let h = mewa_hint::wire::url_hash(url) & self.mask;
+        self.map.get(&h).copied()
+    }
+
+    /// Places a request for `url` on a connection and counts the hint's
+    /// size of it outstanding there until the returned [`Placement`] (or
+    /// the response body it becomes) is dropped. `on_first`: the document
+    /// (and with warm-first what can reveal others) goes on the first
+    /// connection. `held`: a leaf, which under [`Dispatch::PullRate`] waits
+    /// until [`earliest_completion`] gives it a connection; everything else
+    /// goes where [`Session::pick`] says at once.
+    pub async fn place(self: &Arc<Self>, url: &str, on_first: bool, held: bool) -> Placement {
+        let placed = |slot: usize, left: u64| Placement {
+            credit: Credit {
+                session: self.clone(),
+                slot,
+                left,
+            },
+        };
+        let Some(p) = &self.pull else {
+            return placed(self.pick(url, on_first), 0);
+        };
+        let size = self.listed(url).map_or(0, |(_, s)| s);
+        if !held || on_first {
+            let i = self.pick(url, on_first);
+            if let Some(o) = p.lock().outstanding.get_mut(i) {
+                *o = o.saturating_add(size);
+            }
+            return placed(i, size);
+        }
+        let mut waited = false;
+        loop {
+            // Created before the check: a wake between the check and the
+            // await is not lost (tokio's `notify_waiters` reaches every
+            // `Notified` that exists).
+            let notified = p.room.notified();
+            {
+                let mut st = p.lock();
+                let now = p.now_us();
+                let n = st.outstanding.len();
+                let recent: Vec<u64> = (0..n)
+                    .map(|i| st.delivered.within(i, now, p.window_us))
+                    .collect();
+                if let Some(i) =
+                    earliest_completion(&st.outstanding, &recent, size, PULL_FLOOR_BYTES)
+                {
+                    st.outstanding[i] = st.outstanding[i].saturating_add(size);
+                    drop(st);
+                    // The next in line may fit too.
+                    p.room.notify_waiters();
+                    return placed(i, size);
+                }
+            }
+            if !waited {
+                waited = true;
+                self.held.fetch_add(1, Ordering::Relaxed);
+            }
+            notified.await;
+        }
+    }
+
+    /// Places `req` ([`Session::place`]), sends it, and returns the
+    /// response with its body counted off the connection as it passes.
+    pub async fn forward(
+        self: &Arc<Self>,
+        url: &str,
+        on_first: bool,
+        held: bool,
+        req: Request<ProxyBody>,
+    ) -> Result<Response<ProxyBody>, String> {
+        let Placement { mut credit } = self.place(url, on_first, held).await;
+        let resp = self.send(credit.slot, req).await?;
+        let len = resp
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if let Some(len) = len {
+            credit.resize(len);
+        }
+        let (parts, body) = resp.into_parts();
+        Ok(Response::from_parts(
+            parts,
+            Counted {
+                inner: body,
+                credit,
+            }
+            .boxed(),
+        ))
     }
 
     /// Sends `req` (absolute URI: HTTP/2 takes the authority from it) on
@@ -251,6 +568,9 @@ impl Session {
         };
         let mut conn = conn.clone();
         if let Some(o) = self.in_flight.get(i) {
+            o.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(o) = self.sent.get(i) {
             o.fetch_add(1, Ordering::Relaxed);
         }
         let r = async {
@@ -452,12 +772,13 @@ impl Proxy {
         self.stats.sessions.fetch_add(1, Ordering::Relaxed);
         match &s.plan {
             Ok(p) => eprintln!(
-                "proxy: {url}: n = {} (page {} B, radio RTT {:.1} ms, wired {:.1} ms, {:.1} Mbit/s)",
+                "proxy: {url}: n = {} (page {} B, radio RTT {:.1} ms, wired {:.1} ms, {:.1} Mbit/s), {}",
                 p.n,
                 p.page_bytes,
                 p.radio_rtt_s * 1e3,
                 p.wired_rtt_s * 1e3,
-                p.bandwidth_bps / 1e6
+                p.bandwidth_bps / 1e6,
+                if s.pull.is_some() { "pull-rate dispatch" } else { "push dispatch" }
             ),
             Err(why) => {
                 self.stats.fallbacks.fetch_add(1, Ordering::Relaxed);
@@ -510,8 +831,9 @@ impl Proxy {
                 return error(StatusCode::BAD_GATEWAY, &e.to_string());
             }
         };
-        let on_first = is_document || (self.cfg.warm_first && reveals(&req, uri.path()));
-        let i = session.pick(&url, on_first);
+        let reveals = reveals(&req, uri.path());
+        let on_first = is_document || (self.cfg.warm_first && reveals);
+        let held = !is_document && !reveals;
         let (parts, body) = req.into_parts();
         let mut up = Request::builder().method(parts.method).uri(path.as_str());
         for (k, v) in &parts.headers {
@@ -534,14 +856,16 @@ impl Proxy {
             Ok(u) => u,
             Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string()),
         };
-        match session.send(i, Request::from_parts(p, b)).await {
-            Ok(resp) => {
+        match session
+            .forward(&url, on_first, held, Request::from_parts(p, b))
+            .await
+        {
+            Ok(mut resp) => {
                 self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
-                let (mut parts, body) = resp.into_parts();
                 for h in HOP_BY_HOP {
-                    parts.headers.remove(h);
+                    resp.headers_mut().remove(h);
                 }
-                Response::from_parts(parts, body.boxed())
+                resp
             }
             Err(e) => {
                 self.stats.upstream_errors.fetch_add(1, Ordering::Relaxed);

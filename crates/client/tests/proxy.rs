@@ -8,11 +8,12 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
-use mewa_client::proxy::{Proxy, ProxyConfig};
+use mewa_client::proxy::{Dispatch, Proxy, ProxyConfig, Session};
 use mewa_corpus::{generate, Corpus, Preset};
 use mewa_edge::dns::{Responder, Zone};
 use mewa_edge::hints::{HintBook, HintPolicy};
@@ -102,10 +103,10 @@ async fn get(
     (status, body)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn proxy_follows_the_plan_and_is_not_open() {
+/// A served 1412k meh15 page (Algorithm 1 asks for several connections),
+/// the origin's address and the edge's.
+async fn served_page() -> (mewa_corpus::Page, SocketAddr, SocketAddr) {
     let meh = generate(Preset::Meh15, 1);
-    // A mid-size page: Algorithm 1 asks for several connections.
     let page = meh
         .pages
         .iter()
@@ -134,64 +135,168 @@ async fn proxy_follows_the_plan_and_is_not_open() {
     let origin_addr = origin.plain_addr().unwrap();
     tokio::spawn(origin.serve(std::future::pending::<()>()));
     let edge = edge(&corpus).await;
+    (page, origin_addr, edge)
+}
 
+fn config(edge: SocketAddr, origin: SocketAddr, dispatch: Dispatch) -> ProxyConfig {
     let mut cfg = ProxyConfig::new(edge, 32e6);
     // Plan as if behind seed 000's radio link (loopback measures ~0 ms).
-    cfg.radio_rtt = Some(std::time::Duration::from_millis(45));
-    cfg.origin_port = origin_addr.port();
-    let proxy = Proxy::new(cfg);
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let paddr = listener.local_addr().unwrap();
-    tokio::spawn(proxy.clone().serve(listener));
-    let port = origin_addr.port();
+    cfg.radio_rtt = Some(Duration::from_millis(45));
+    cfg.origin_port = origin.port();
+    cfg.dispatch = dispatch;
+    cfg
+}
 
-    // The document first (it plans), then every object, concurrently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_follows_the_plan_and_is_not_open() {
+    let (page, origin_addr, edge) = served_page().await;
+    let port = origin_addr.port();
     let root = page.root().unwrap();
     let url = |o: &mewa_corpus::Object| format!("http://{}:{port}{}", o.host, o.path);
-    let (st, body) = get(paddr, &url(root), "GET", "text/html").await;
-    assert_eq!(st, 200);
-    assert_eq!(body.len() as u64, root.size);
-    let mut tasks = Vec::new();
-    for o in page.objects.iter().filter(|o| o.parent.is_some()) {
-        let (u, size) = (url(o), o.size);
-        tasks.push(tokio::spawn(async move {
-            let (st, body) = get(paddr, &u, "GET", "*/*").await;
-            (u, st, body.len() as u64, size)
-        }));
-    }
-    for t in tasks {
-        let (u, st, got, want) = t.await.unwrap();
-        assert_eq!(st, 200, "{u}");
-        assert_eq!(got, want, "{u}");
-    }
-    let s = &proxy.stats;
-    use std::sync::atomic::Ordering::Relaxed;
-    assert_eq!(s.forwarded.load(Relaxed), page.objects.len() as u64);
-    assert_eq!(s.sessions.load(Relaxed), 1, "one session per page load");
-    assert_eq!(s.fallbacks.load(Relaxed), 0, "the hint was followed");
-    let session = proxy.session_of(&root.host).await.unwrap();
-    let n = session.plan.as_ref().unwrap().n as usize;
-    assert!(
-        n > 1,
-        "a 1.4 MB page at 32 Mbit/s, 65 ms plans several connections"
-    );
-    assert_eq!(session.connections(), n);
+    for dispatch in [Dispatch::Push, Dispatch::PullRate] {
+        let proxy = Proxy::new(config(edge, origin_addr, dispatch));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let paddr = listener.local_addr().unwrap();
+        tokio::spawn(proxy.clone().serve(listener));
 
-    // Not an open proxy.
-    let (st, _) = get(paddr, "example.com:443", "CONNECT", "*/*").await;
-    assert_eq!(st, 405);
-    let (st, _) = get(paddr, "/relative", "GET", "*/*").await;
-    assert_eq!(st, 400);
-    let (st, _) = get(paddr, "http://www.example.com:8080/", "GET", "*/*").await;
-    assert_eq!(st, 403);
-    // A host the edge does not know: 502, no connection anywhere.
-    let (st, body) = get(
-        paddr,
-        &format!("http://elsewhere.invalid:{port}/"),
-        "GET",
-        "text/html",
-    )
-    .await;
-    assert_eq!(st, 502, "{}", String::from_utf8_lossy(&body));
-    assert!(s.refused.load(Relaxed) >= 3);
+        // The document first (it plans), then every object, concurrently.
+        let (st, body) = get(paddr, &url(root), "GET", "text/html").await;
+        assert_eq!(st, 200);
+        assert_eq!(body.len() as u64, root.size);
+        let mut tasks = Vec::new();
+        for o in page.objects.iter().filter(|o| o.parent.is_some()) {
+            let (u, size) = (url(o), o.size);
+            tasks.push(tokio::spawn(async move {
+                let (st, body) = get(paddr, &u, "GET", "*/*").await;
+                (u, st, body.len() as u64, size)
+            }));
+        }
+        for t in tasks {
+            let (u, st, got, want) = t.await.unwrap();
+            assert_eq!(st, 200, "{dispatch:?} {u}");
+            assert_eq!(got, want, "{dispatch:?} {u}");
+        }
+        let s = &proxy.stats;
+        use std::sync::atomic::Ordering::Relaxed;
+        assert_eq!(s.forwarded.load(Relaxed), page.objects.len() as u64);
+        assert_eq!(s.sessions.load(Relaxed), 1, "one session per page load");
+        assert_eq!(s.fallbacks.load(Relaxed), 0, "the hint was followed");
+        let session = proxy.session_of(&root.host).await.unwrap();
+        let n = session.plan.as_ref().unwrap().n as usize;
+        assert!(
+            n > 1,
+            "a 1.4 MB page at 32 Mbit/s, 65 ms plans several connections"
+        );
+        assert_eq!(session.connections(), n);
+        let per = session.requests_per_connection();
+        assert_eq!(per.iter().sum::<u64>(), page.objects.len() as u64);
+        assert!(
+            per.iter().filter(|&&r| r > 0).count() > 1,
+            "{dispatch:?}: leaves spread over the connections: {per:?}"
+        );
+        match dispatch {
+            Dispatch::Push => {
+                assert_eq!(session.held(), 0);
+                assert!(session.outstanding().is_empty());
+            }
+            // Every response ended: nothing is counted outstanding.
+            Dispatch::PullRate => assert_eq!(session.outstanding(), vec![0; n]),
+        }
+
+        // Not an open proxy.
+        let (st, _) = get(paddr, "example.com:443", "CONNECT", "*/*").await;
+        assert_eq!(st, 405);
+        let (st, _) = get(paddr, "/relative", "GET", "*/*").await;
+        assert_eq!(st, 400);
+        let (st, _) = get(paddr, "http://www.example.com:8080/", "GET", "*/*").await;
+        assert_eq!(st, 403);
+        // A host the edge does not know: 502, no connection anywhere.
+        let (st, body) = get(
+            paddr,
+            &format!("http://elsewhere.invalid:{port}/"),
+            "GET",
+            "text/html",
+        )
+        .await;
+        assert_eq!(st, 502, "{}", String::from_utf8_lossy(&body));
+        assert!(s.refused.load(Relaxed) >= 3);
+    }
+}
+
+/// Pull dispatch without the browser: a large leaf waits while no
+/// connection has shown it can carry it, small leaves go to empty
+/// connections, and dropping placements frees their bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_rate_holds_a_large_leaf_until_a_connection_can_take_it() {
+    let (page, origin_addr, edge) = served_page().await;
+    let root = page.root().unwrap();
+    // As the proxy names objects: the origin port is its configuration's.
+    let url = |o: &mewa_corpus::Object| format!("http://{}{}", o.host, o.path);
+    let cfg = config(edge, origin_addr, Dispatch::PullRate);
+    let s = Arc::new(Session::open(&cfg, &root.host, &url(root)).await.unwrap());
+    let n = s.connections();
+    assert!(n > 1, "planned {n} connections");
+    let floor = mewa_model::pull::PULL_FLOOR_BYTES;
+    let mut leaves: Vec<_> = page
+        .objects
+        .iter()
+        .filter(|o| {
+            o.parent.is_some() && o.host == root.host && o.content_type.starts_with("image/")
+        })
+        .collect();
+    leaves.sort_by_key(|o| std::cmp::Reverse(o.size));
+    let (big, small) = (leaves[0], leaves[leaves.len() - 1]);
+    assert!(
+        big.size > floor && small.size < floor / 2,
+        "{} {}",
+        big.size,
+        small.size
+    );
+
+    // Nothing in flight: any connection takes even a large leaf.
+    let first = s.place(&url(big), false, true).await;
+    // Now something is in flight and nobody has delivered: a second large
+    // leaf waits ...
+    let second = leaves[1];
+    assert!(second.size > floor);
+    let waiting = {
+        let (s, u) = (s.clone(), url(second));
+        tokio::spawn(async move { s.place(&u, false, true).await })
+    };
+    // ... while a small one goes to an empty connection at once.
+    let quick = tokio::time::timeout(Duration::from_secs(5), s.place(&url(small), false, true))
+        .await
+        .expect("a small leaf is not held");
+    assert_ne!(quick.connection(), first.connection());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !waiting.is_finished(),
+        "a large leaf must wait while no connection has proven itself"
+    );
+    assert_eq!(s.held(), 1);
+    let out = s.outstanding();
+    assert!(out[first.connection()] >= big.size * 95 / 100, "{out:?}");
+    // The first ends (its bytes leave the count), the small one too:
+    // nothing is in flight, so the large leaf goes.
+    drop(first);
+    drop(quick);
+    let second = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the held leaf goes once the connections are idle")
+        .unwrap();
+    assert!(second.connection() < n);
+    drop(second);
+    assert_eq!(s.outstanding(), vec![0; n]);
+
+    // Push dispatch never holds.
+    let cfg = config(edge, origin_addr, Dispatch::Push);
+    let s = Arc::new(Session::open(&cfg, &root.host, &url(root)).await.unwrap());
+    let mut kept = Vec::new();
+    for o in &leaves {
+        let p = tokio::time::timeout(Duration::from_secs(5), s.place(&url(o), false, true))
+            .await
+            .expect("push places at once");
+        kept.push(p);
+    }
+    assert_eq!(s.held(), 0);
 }

@@ -491,9 +491,8 @@ struct Lookup {
     plan: Result<Plan, String>,
 }
 
-/// The least budget of [`Dispatch::PullRate`]: two initial windows of ten
-/// 1460-byte segments, what a fresh connection can take in its first RTT.
-pub const PULL_FLOOR_BYTES: u64 = 2 * 10 * 1460;
+/// The least budget of [`Dispatch::PullRate`] (the proxy uses the same).
+pub use mewa_model::pull::PULL_FLOOR_BYTES;
 
 /// The bandwidth-delay product the plan assumed (radio bandwidth × radio
 /// and wired RTT), bytes: the pull budget per connection.
@@ -873,6 +872,12 @@ pub fn browser_runs(
                 pc.origin_port = PORT_PLAIN;
                 pc.use_hints = with_hint;
                 pc.warm_first = cfg.policy == Policy::WarmFirst;
+                // The proxy pulls at the rate as the loader does; it has no
+                // fixed-budget pull, so `Pull` runs it as seed 000 pushes.
+                pc.dispatch = match cfg.dispatch {
+                    Dispatch::PullRate => mewa_client::proxy::Dispatch::PullRate,
+                    Dispatch::Push | Dispatch::Pull => mewa_client::proxy::Dispatch::Push,
+                };
                 let (port_tx, port_rx) = mpsc::channel::<Result<u16, String>>();
                 let (stop_tx, stop_rx) = oneshot::channel::<()>();
                 let (n_tx, n_rx) = mpsc::channel::<usize>();

@@ -50,6 +50,21 @@ struct ProxyArgs {
     /// Ignore hints: one connection per origin (the baseline).
     #[arg(long)]
     no_hints: bool,
+    /// When images, fonts and media go upstream: `pull-rate` (default:
+    /// each waits in the proxy for the connection that would finish it
+    /// first at its delivery rate over the last RTT) or `push` (as the
+    /// browser asks, on the connection the hint's size-balanced assignment
+    /// chose: seed 000 as written).
+    #[arg(long, default_value = "pull-rate", value_parser = parse_dispatch)]
+    dispatch: mewa_client::proxy::Dispatch,
+}
+
+fn parse_dispatch(s: &str) -> Result<mewa_client::proxy::Dispatch, String> {
+    match s {
+        "push" => Ok(mewa_client::proxy::Dispatch::Push),
+        "pull-rate" => Ok(mewa_client::proxy::Dispatch::PullRate),
+        other => Err(format!("`{other}`: give push or pull-rate")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -168,6 +183,7 @@ fn proxy_cmd(a: &ProxyArgs) -> anyhow::Result<()> {
     let mut cfg = mewa_client::proxy::ProxyConfig::new(a.edge, a.mbit * 1e6);
     cfg.origin_port = a.origin_port;
     cfg.use_hints = !a.no_hints;
+    cfg.dispatch = a.dispatch;
     if let Some(ms) = a.radio_rtt_ms {
         if !(ms.is_finite() && (0.0..10_000.0).contains(&ms)) {
             bail!("--radio-rtt-ms must be between 0 and 10000");
@@ -183,10 +199,11 @@ fn proxy_cmd(a: &ProxyArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("listening on {}", a.listen))?;
         eprintln!(
-            "mewa proxy on http://{} (edge {}, {} Mbit/s{}); Ctrl-C stops",
+            "mewa proxy on http://{} (edge {}, {} Mbit/s, {:?} dispatch{}); Ctrl-C stops",
             a.listen,
             a.edge,
             a.mbit,
+            a.dispatch,
             if a.no_hints { ", hints off" } else { "" }
         );
         let proxy = mewa_client::proxy::Proxy::new(cfg);

@@ -63,7 +63,8 @@ pub struct MehArgs {
     /// has shown it can move two initial windows per RTT), `pull` (at most
     /// a bandwidth-delay product outstanding per connection) or `push`
     /// (as soon as found, on the connection the policy chose: seed 000's
-    /// static split by size).
+    /// static split by size). The browser runs' proxy follows: pull-rate,
+    /// or push for both others.
     #[arg(long, default_value = "pull-rate")]
     dispatch: Dispatch,
     /// Also load seed 000's Fig. 8 pages (the corpus pages nearest 622 KB,

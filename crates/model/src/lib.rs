@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | [`http`] | 000 eq. 1–2, Alg. 1 | T_HTTP, T_idle, n parallel connections, connection-count choice |
 //! | [`balance`] | 000 §II | size-balanced assignment of objects to n connections |
+//! | [`pull`] | 000 §II, ours | rate-following pull dispatch of held objects over n connections |
 //! | [`iw`] | 001 eq. 1–2, Alg. 1 | t_principle, content-aware initial window |
 //! | [`fld`] | 002 §2.1 | FLD_TCP vs Reno slow-start schedule |
 //! | [`repro`] | all | the papers' tables and figures, recomputed, with the papers' numbers |
@@ -24,6 +25,7 @@ pub mod balance;
 pub mod fld;
 pub mod http;
 pub mod iw;
+pub mod pull;
 pub mod repro;
 
 /// Default TCP segment size in bytes. Seed 002 §2.1: "each segment holds 1500

@@ -1,6 +1,6 @@
 //! Connection groups and one object's fetch over them.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
@@ -48,9 +48,9 @@ struct MuxLoad {
     next_ticket: u64,
     /// The ticket whose turn it is.
     serving: u64,
-    /// Per slot: (µs since the load started, bytes) of recent deliveries,
-    /// for a budget that follows the delivery rate.
-    delivered: Vec<VecDeque<(u64, u64)>>,
+    /// Per slot, recent deliveries (µs since the load started), for a
+    /// budget that follows the delivery rate.
+    delivered: mewa_model::pull::Deliveries,
 }
 
 impl MuxLoad {
@@ -67,29 +67,17 @@ impl MuxLoad {
         follow: Option<(u64, u64)>,
     ) -> Option<usize> {
         if let Some((now_us, window_us)) = follow {
-            // Earliest completion first: the slot that would finish this
-            // object soonest at its recent delivery rate, once it has room
-            // (a large object waits for a fast slot rather than taking a
-            // slow one that happens to be empty).
-            // A leaf larger than the floor only goes to a slot that has
-            // shown it can move the floor in a window: a fresh connection
-            // proves itself with small objects first (a large image on a
-            // cold connection that then leaves slow start early is what
-            // made n > 1 slow). When nothing is in flight any slot will do,
-            // so a leaf never waits for a delivery that cannot come.
-            let n = self.outstanding.len();
-            let raw: Vec<u64> = (0..n)
-                .map(|i| self.delivered_since(i, now_us, window_us))
+            // Earliest completion first at each slot's recent rate, with the
+            // proof rule (see `mewa_model::pull`).
+            let recent: Vec<u64> = (0..self.outstanding.len())
+                .map(|i| self.delivered.within(i, now_us, window_us))
                 .collect();
-            let recent: Vec<u64> = raw.iter().map(|&r| budget.max(r)).collect();
-            let idle = self.outstanding.iter().all(|&b| b == 0);
-            let fits = |i: usize| idle || object.size <= budget || raw[i] >= budget;
-            let best = (0..n).filter(|&i| fits(i)).min_by(|&a, &b| {
-                let fa = (self.outstanding[a] + object.size) as f64 / recent[a] as f64;
-                let fb = (self.outstanding[b] + object.size) as f64 / recent[b] as f64;
-                fa.total_cmp(&fb).then(a.cmp(&b))
-            })?;
-            return (self.outstanding[best] < 2 * recent[best]).then_some(best);
+            return mewa_model::pull::earliest_completion(
+                &self.outstanding,
+                &recent,
+                object.size,
+                budget,
+            );
         }
         let out = &self.outstanding;
         let pref = assign.pick(object, out) % out.len();
@@ -101,18 +89,6 @@ impl MuxLoad {
             .filter(|&(_, &b)| b < budget)
             .min_by_key(|&(i, &b)| (b, i))
             .map(|(i, _)| i)
-    }
-
-    /// Bytes slot `i` delivered in the last `window_us`; drops older
-    /// entries.
-    fn delivered_since(&mut self, i: usize, now_us: u64, window_us: u64) -> u64 {
-        let Some(d) = self.delivered.get_mut(i) else {
-            return 0;
-        };
-        while d.front().is_some_and(|&(t, _)| t + window_us < now_us) {
-            d.pop_front();
-        }
-        d.iter().map(|&(_, b)| b).sum()
     }
 }
 
@@ -143,9 +119,7 @@ impl Credit<'_> {
             l.outstanding[self.slot] = l.outstanding[self.slot].saturating_sub(b);
             if let Some(start) = self.log_from {
                 let t = start.elapsed().as_micros() as u64;
-                if let Some(d) = l.delivered.get_mut(self.slot) {
-                    d.push_back((t, b));
-                }
+                l.delivered.record(self.slot, t, b);
             }
         }
         if self.wake {
@@ -271,7 +245,7 @@ impl Shared {
                         outstanding: vec![0; n],
                         next_ticket: 0,
                         serving: 0,
-                        delivered: vec![VecDeque::new(); n],
+                        delivered: mewa_model::pull::Deliveries::new(n),
                     }),
                     room: Notify::new(),
                 }
@@ -675,7 +649,7 @@ mod tests {
             outstanding,
             next_ticket: 0,
             serving: 0,
-            delivered: vec![VecDeque::new(); n],
+            delivered: mewa_model::pull::Deliveries::new(n),
         }
     }
 
@@ -694,7 +668,7 @@ mod tests {
         let o = image(500_000);
         // Slot 0 delivered 300 KB in the last 65 ms, slot 1 nothing.
         let mut l = mux(vec![100_000, 0]);
-        l.delivered[0].push_back((990_000, 300_000));
+        l.delivered.record(0, 990_000, 300_000);
         let follow = Some((1_000_000, 65_000));
         assert_eq!(l.slot_with_room(&Prefer(1), &o, 29_200, follow), Some(0));
         // Slot 0 full (twice its recent delivery outstanding): the object
@@ -706,7 +680,7 @@ mod tests {
         let later = Some((2_000_000, 65_000));
         l.outstanding[0] = 10_000;
         assert_eq!(l.slot_with_room(&Prefer(0), &o, 29_200, later), None);
-        assert!(l.delivered[0].is_empty());
+        assert!(l.delivered.is_empty(0));
         // ... while a small one goes where it finishes first (the empty slot) ...
         assert_eq!(
             l.slot_with_room(&Prefer(0), &image(20_000), 29_200, later),
