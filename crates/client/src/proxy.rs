@@ -1,7 +1,11 @@
 //! The local forward proxy a browser uses (`--proxy-server=http://127.0.0.1:PORT`
 //! for http:// pages), as seed 000 put an nghttpx proxy in front of Chrome.
 //!
-//! The browser speaks HTTP/1.1 to the proxy (absolute-form requests). On
+//! The browser speaks HTTP/1.1 to the proxy (absolute-form requests), or
+//! HTTP/2 over TLS when the proxy serves TLS ([`Proxy::serve_tls`],
+//! `--proxy-server=https://…`): seed 000's Chrome spoke HTTP/2 to its local
+//! proxy, and over HTTP/1.1 a browser keeps at most six requests per host in
+//! flight, which the proxy's connections cannot undo. On
 //! the first request for a host — the page's document — the proxy asks the
 //! edge for the host's address with the hint request, plans n with
 //! [`crate::advice::plan`], and opens n cleartext HTTP/2 connections (h2c,
@@ -638,6 +642,10 @@ pub struct ProxyStats {
     pub fallbacks: AtomicU64,
     /// Requests that failed upstream (502).
     pub upstream_errors: AtomicU64,
+    /// Browser connections served over HTTP/2 (TLS with ALPN `h2`).
+    pub browser_h2: AtomicU64,
+    /// Browser connections served over HTTP/1.1.
+    pub browser_h1: AtomicU64,
 }
 
 /// The proxy.
@@ -709,9 +717,29 @@ impl Proxy {
         self.sessions.lock().await.get(host).cloned()
     }
 
-    /// Serves browser connections from `listener` until the task is
-    /// dropped.
+    /// Serves browser connections from `listener` (cleartext HTTP/1.1)
+    /// until the task is dropped.
     pub async fn serve(self: Arc<Proxy>, listener: TcpListener) {
+        self.accept(listener, None).await;
+    }
+
+    /// Serves browser connections from `listener` over TLS with `tls`,
+    /// HTTP/2 when the browser offers `h2` by ALPN (put it in
+    /// `tls.alpn_protocols`), else HTTP/1.1, until the task is dropped.
+    pub async fn serve_tls(
+        self: Arc<Proxy>,
+        listener: TcpListener,
+        tls: Arc<rustls::ServerConfig>,
+    ) {
+        self.accept(listener, Some(tokio_rustls::TlsAcceptor::from(tls)))
+            .await;
+    }
+
+    async fn accept(
+        self: Arc<Proxy>,
+        listener: TcpListener,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+    ) {
         loop {
             let Ok((tcp, peer)) = listener.accept().await else {
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -724,14 +752,41 @@ impl Proxy {
             }
             let _ = tcp.set_nodelay(true);
             let me = self.clone();
+            let me2 = self.clone();
+            let tls = tls.clone();
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req| {
                     let me = me.clone();
                     async move { Ok::<_, std::convert::Infallible>(me.handle(req).await) }
                 });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tcp), svc)
-                    .await;
+                let Some(acc) = tls else {
+                    me2.stats.browser_h1.fetch_add(1, Ordering::Relaxed);
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tcp), svc)
+                        .await;
+                    return;
+                };
+                // A client that never finishes its handshake must not hold
+                // the task forever.
+                let Ok(Ok(s)) =
+                    tokio::time::timeout(Duration::from_secs(10), acc.accept(tcp)).await
+                else {
+                    return;
+                };
+                if s.get_ref().1.alpn_protocol() == Some(b"h2") {
+                    me2.stats.browser_h2.fetch_add(1, Ordering::Relaxed);
+                    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .initial_stream_window_size(8 << 20)
+                        .initial_connection_window_size(16 << 20)
+                        .max_concurrent_streams(256)
+                        .serve_connection(TokioIo::new(s), svc)
+                        .await;
+                } else {
+                    me2.stats.browser_h1.fetch_add(1, Ordering::Relaxed);
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(s), svc)
+                        .await;
+                }
             });
         }
     }

@@ -300,3 +300,85 @@ async fn pull_rate_holds_a_large_leaf_until_a_connection_can_take_it() {
     }
     assert_eq!(s.held(), 0);
 }
+
+/// The proxy over TLS as Chromium uses it (`--proxy-server=https://…`):
+/// ALPN `h2`, every request of the page on one HTTP/2 connection at once
+/// (more than the six an HTTP/1.1 browser keeps per host), each whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_serves_browsers_http2_over_tls() {
+    let (page, origin_addr, edge) = served_page().await;
+    let port = origin_addr.port();
+    let dir = std::env::temp_dir().join(format!("mewa-proxy-tls-{}", std::process::id()));
+    let certs = mewa_origin::Ca::load_or_create(&dir)
+        .unwrap()
+        .issue(&[])
+        .unwrap();
+    let proxy = Proxy::new(config(edge, origin_addr, Dispatch::PullRate));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let paddr = listener.local_addr().unwrap();
+    tokio::spawn(
+        proxy
+            .clone()
+            .serve_tls(listener, Arc::new(certs.tcp_config().unwrap())),
+    );
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(certs.chain[1].clone()).unwrap();
+    let mut c = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    c.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = TcpStream::connect(paddr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(c))
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(tls),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let fetch = |o: &mewa_corpus::Object, accept: &'static str| {
+        let mut send = send.clone();
+        let (u, size) = (format!("http://{}:{port}{}", o.host, o.path), o.size);
+        async move {
+            let req = http::Request::builder()
+                .uri(u.as_str())
+                .header("accept", accept)
+                .body(Empty::<Bytes>::new())
+                .unwrap();
+            let resp = send.send_request(req).await.unwrap();
+            let st = resp.status();
+            let got = resp.into_body().collect().await.unwrap().to_bytes().len() as u64;
+            (u, st, got, size)
+        }
+    };
+    let root = page.root().unwrap();
+    let (u, st, got, want) = fetch(root, "text/html").await;
+    assert_eq!((st.as_u16(), got), (200, want), "{u}");
+    let all = page
+        .objects
+        .iter()
+        .filter(|o| o.parent.is_some())
+        .map(|o| tokio::spawn(fetch(o, "*/*")));
+    for t in all.collect::<Vec<_>>() {
+        let (u, st, got, want) = t.await.unwrap();
+        assert_eq!((st.as_u16(), got), (200, want), "{u}");
+    }
+    use std::sync::atomic::Ordering::Relaxed;
+    assert_eq!(proxy.stats.browser_h2.load(Relaxed), 1);
+    assert_eq!(proxy.stats.browser_h1.load(Relaxed), 0);
+    assert_eq!(
+        proxy.stats.forwarded.load(Relaxed),
+        page.objects.len() as u64
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -858,6 +858,17 @@ pub fn browser_runs(
     let topo = bed
         .topology()
         .ok_or_else(|| BedError::Runtime("testbed already shut down".into()))?;
+    // Chromium speaks HTTP/2 to the proxy over TLS, as seed 000's Chrome
+    // did to its local nghttpx: over HTTP/1.1 it keeps at most six requests
+    // per host in flight, which n connections behind the proxy cannot undo.
+    let certs = mewa_origin::Ca::load_or_create(&cfg.ca_dir)
+        .and_then(|ca| ca.issue(&[]))
+        .map_err(|e| BedError::Runtime(format!("the proxy's certificate: {e}")))?;
+    let tls = Arc::new(
+        certs
+            .tcp_config()
+            .map_err(|e| BedError::Runtime(format!("the proxy's TLS: {e}")))?,
+    );
     let total = pages.len() * runs * 2;
     let mut out = Vec::with_capacity(total);
     for r in 0..runs {
@@ -882,6 +893,7 @@ pub fn browser_runs(
                 let (stop_tx, stop_rx) = oneshot::channel::<()>();
                 let (n_tx, n_rx) = mpsc::channel::<usize>();
                 let host = mewa_hint::page::host_of(&page.main).unwrap_or_default();
+                let tls = tls.clone();
                 let proxy_thread = topo.spawn_in(crate::bed::CLIENT, move || {
                     let rt = match tokio::runtime::Builder::new_current_thread()
                         .enable_all()
@@ -904,10 +916,17 @@ pub fn browser_runs(
                         let _ = port_tx
                             .send(l.local_addr().map(|a| a.port()).map_err(|e| e.to_string()));
                         let proxy = mewa_client::proxy::Proxy::new(pc);
-                        let serving = tokio::spawn(proxy.clone().serve(l));
+                        let serving = tokio::spawn(proxy.clone().serve_tls(l, tls));
                         let _ = stop_rx.await;
                         serving.abort();
                         let n = proxy.session_of(&host).await.map_or(0, |s| s.connections());
+                        let st = &proxy.stats;
+                        eprintln!(
+                            "proxy: browser connections h2 {}, HTTP/1.1 {}; {} requests forwarded",
+                            st.browser_h2.load(std::sync::atomic::Ordering::Relaxed),
+                            st.browser_h1.load(std::sync::atomic::Ordering::Relaxed),
+                            st.forwarded.load(std::sync::atomic::Ordering::Relaxed)
+                        );
                         let _ = n_tx.send(n);
                     });
                 })?;
@@ -922,7 +941,11 @@ pub fn browser_runs(
                     .args(HEADLESS_FLAGS)
                     .arg("--disable-http-cache")
                     .arg(format!("--user-data-dir={}", profile.display()))
-                    .arg(format!("--proxy-server=http://127.0.0.1:{port}"))
+                    .arg(format!("--proxy-server=https://127.0.0.1:{port}"))
+                    .arg(format!(
+                        "--ignore-certificate-errors-spki-list={}",
+                        certs.leaf_spki_sha256
+                    ))
                     .arg(format!("--log-net-log={}", netlog.display()))
                     .arg("--virtual-time-budget=30000")
                     .arg("--dump-dom")

@@ -22,11 +22,11 @@ enum Which {
     /// to plain behaviour.
     Plan(PlanArgs),
     /// Run the local forward proxy a browser uses for http:// pages
-    /// (`chromium --proxy-server=http://127.0.0.1:8118`): on a page's
-    /// document it asks the edge for the hint, opens the planned number of
-    /// h2c connections to the origin and sends each object on the
-    /// connection the size-balanced assignment chose. Serves loopback
-    /// clients only.
+    /// (`chromium --proxy-server=http://127.0.0.1:8118`, or with `--tls`
+    /// HTTP/2 over TLS: `--proxy-server=https://…`): on a page's document it
+    /// asks the edge for the hint, opens the planned number of h2c
+    /// connections to the origin and sends each object on the connection
+    /// the dispatch chose. Serves loopback clients only.
     Proxy(ProxyArgs),
 }
 
@@ -57,6 +57,15 @@ struct ProxyArgs {
     /// chose: seed 000 as written).
     #[arg(long, default_value = "pull-rate", value_parser = parse_dispatch)]
     dispatch: mewa_client::proxy::Dispatch,
+    /// Serve TLS, HTTP/2 by ALPN, with a certificate from the test CA (the
+    /// browser then sends every request of a page at once; over HTTP/1.1 it
+    /// keeps six per host in flight). Prints the Chromium flags to use.
+    #[arg(long)]
+    tls: bool,
+    /// The test CA's folder for `--tls` (default: $XDG_DATA_HOME/mewa/ca or
+    /// ~/.local/share/mewa/ca, as `mewa origin serve`).
+    #[arg(long, value_name = "DIR")]
+    ca_dir: Option<std::path::PathBuf>,
 }
 
 fn parse_dispatch(s: &str) -> Result<mewa_client::proxy::Dispatch, String> {
@@ -190,6 +199,26 @@ fn proxy_cmd(a: &ProxyArgs) -> anyhow::Result<()> {
         }
         cfg.radio_rtt = Some(Duration::from_secs_f64(ms / 1e3));
     }
+    let tls = if a.tls {
+        let dir = match &a.ca_dir {
+            Some(d) => d.clone(),
+            None => crate::origin::default_ca_dir()?,
+        };
+        let certs = mewa_origin::Ca::load_or_create(&dir)
+            .and_then(|ca| ca.issue(&[]))
+            .with_context(|| format!("the proxy's certificate from the CA in {}", dir.display()))?;
+        eprintln!(
+            "chromium --proxy-server=https://{} --ignore-certificate-errors-spki-list={}",
+            a.listen, certs.leaf_spki_sha256
+        );
+        Some(std::sync::Arc::new(
+            certs
+                .tcp_config()
+                .context("the proxy's TLS configuration")?,
+        ))
+    } else {
+        None
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -199,7 +228,8 @@ fn proxy_cmd(a: &ProxyArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("listening on {}", a.listen))?;
         eprintln!(
-            "mewa proxy on http://{} (edge {}, {} Mbit/s, {:?} dispatch{}); Ctrl-C stops",
+            "mewa proxy on {}://{} (edge {}, {} Mbit/s, {:?} dispatch{}); Ctrl-C stops",
+            if tls.is_some() { "https" } else { "http" },
             a.listen,
             a.edge,
             a.mbit,
@@ -207,8 +237,14 @@ fn proxy_cmd(a: &ProxyArgs) -> anyhow::Result<()> {
             if a.no_hints { ", hints off" } else { "" }
         );
         let proxy = mewa_client::proxy::Proxy::new(cfg);
+        let serving = async move {
+            match tls {
+                Some(t) => proxy.serve_tls(l, t).await,
+                None => proxy.serve(l).await,
+            }
+        };
         tokio::select! {
-            () = proxy.serve(l) => {}
+            () = serving => {}
             _ = tokio::signal::ctrl_c() => {}
         }
         Ok(())
