@@ -228,12 +228,15 @@ fn proxy_cmd(a: &ProxyArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("listening on {}", a.listen))?;
         eprintln!(
-            "mewa proxy on {}://{} (edge {}, {} Mbit/s, {:?} dispatch{}); Ctrl-C stops",
+            "mewa proxy on {}://{} (edge {}, {} Mbit/s, {} dispatch{}); Ctrl-C stops",
             if tls.is_some() { "https" } else { "http" },
             a.listen,
             a.edge,
             a.mbit,
-            a.dispatch,
+            match a.dispatch {
+                mewa_client::proxy::Dispatch::Push => "push",
+                mewa_client::proxy::Dispatch::PullRate => "pull-rate",
+            },
             if a.no_hints { ", hints off" } else { "" }
         );
         let proxy = mewa_client::proxy::Proxy::new(cfg);
