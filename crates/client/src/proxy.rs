@@ -503,10 +503,7 @@ impl Session {
             {
                 let mut st = p.lock();
                 let now = p.now_us();
-                let n = st.outstanding.len();
-                let recent: Vec<u64> = (0..n)
-                    .map(|i| st.delivered.within(i, now, p.window_us))
-                    .collect();
+                let recent = st.delivered.recent(now, p.window_us);
                 if let Some(i) =
                     earliest_completion(&st.outstanding, &recent, size, PULL_FLOOR_BYTES)
                 {

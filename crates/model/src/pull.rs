@@ -59,6 +59,14 @@ impl Deliveries {
         d.iter().map(|&(_, b)| b).sum()
     }
 
+    /// [`Deliveries::within`] for every connection, in order: the
+    /// `delivered` argument of [`earliest_completion`].
+    pub fn recent(&mut self, now_us: u64, window_us: u64) -> Vec<u64> {
+        (0..self.slots.len())
+            .map(|i| self.within(i, now_us, window_us))
+            .collect()
+    }
+
     /// Whether nothing is logged for `slot`.
     pub fn is_empty(&self, slot: usize) -> bool {
         self.slots.get(slot).is_none_or(VecDeque::is_empty)
@@ -142,6 +150,7 @@ mod tests {
         d.record(0, 1_000_000, 1_000);
         d.record(5, 1_000_000, 1_000);
         assert_eq!(d.within(0, 1_000_000, 65_000), 301_000);
+        assert_eq!(d.recent(1_060_000, 65_000), vec![1_000, 0]);
         assert_eq!(d.within(0, 1_060_000, 65_000), 1_000);
         assert_eq!(d.within(1, 1_060_000, 65_000), 0);
         assert_eq!(d.within(0, 2_000_000, 65_000), 0);

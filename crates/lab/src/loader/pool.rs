@@ -69,9 +69,7 @@ impl MuxLoad {
         if let Some((now_us, window_us)) = follow {
             // Earliest completion first at each slot's recent rate, with the
             // proof rule (see `mewa_model::pull`).
-            let recent: Vec<u64> = (0..self.outstanding.len())
-                .map(|i| self.delivered.within(i, now_us, window_us))
-                .collect();
+            let recent = self.delivered.recent(now_us, window_us);
             return mewa_model::pull::earliest_completion(
                 &self.outstanding,
                 &recent,
