@@ -322,16 +322,7 @@ async fn proxy_serves_browsers_http2_over_tls() {
             .serve_tls(listener, Arc::new(certs.tcp_config().unwrap())),
     );
 
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(certs.chain[1].clone()).unwrap();
-    let mut c = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    c.alpn_protocols = vec![b"h2".to_vec()];
+    let c = certs.client_config(&[b"h2"]).unwrap();
     let tcp = TcpStream::connect(paddr).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
     let tls = tokio_rustls::TlsConnector::from(Arc::new(c))

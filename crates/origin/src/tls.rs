@@ -174,7 +174,35 @@ impl Ca {
     }
 }
 
+/// A rustls client configuration that trusts only `roots` and offers
+/// `alpn`, with the same explicit ring provider as the servers: how the
+/// lab's loader and the tests reach an origin or proxy holding [`Certs`]
+/// from the test CA (and, with ALPN `h3`, what quinn's client wraps).
+pub fn client_config(
+    roots: impl IntoIterator<Item = CertificateDer<'static>>,
+    alpn: &[&[u8]],
+) -> Result<rustls::ClientConfig, TlsError> {
+    let mut store = rustls::RootCertStore::empty();
+    for c in roots {
+        store.add(c)?;
+    }
+    let mut c = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(store)
+    .with_no_client_auth();
+    c.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
+    Ok(c)
+}
+
 impl Certs {
+    /// A client configuration trusting this chain's CA (see
+    /// [`client_config`]).
+    pub fn client_config(&self, alpn: &[&[u8]]) -> Result<rustls::ClientConfig, TlsError> {
+        client_config(self.chain.last().cloned(), alpn)
+    }
+
     /// rustls configuration for TCP: TLS 1.2/1.3 with ALPN `h2`, `http/1.1`.
     pub fn tcp_config(&self) -> Result<rustls::ServerConfig, TlsError> {
         let mut c = self.builder(&[&rustls::version::TLS13, &rustls::version::TLS12])?;

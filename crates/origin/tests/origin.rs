@@ -145,16 +145,7 @@ where
 }
 
 async fn tls(r: &Running, alpn: &[u8]) -> tokio_rustls::client::TlsStream<TcpStream> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(r.ca_der.clone()).unwrap();
-    let mut c = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    c.alpn_protocols = vec![alpn.to_vec()];
+    let c = mewa_origin::tls::client_config([r.ca_der.clone()], &[alpn]).unwrap();
     let tcp = TcpStream::connect(r.tls).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
     let s = tokio_rustls::TlsConnector::from(Arc::new(c))
@@ -510,16 +501,7 @@ async fn h3_serves_https_bodies_with_the_given_controller() {
     cfg.quic_congestion = Some(factory.clone());
     let r = start(&c, cfg).await;
 
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(r.ca_der.clone()).unwrap();
-    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_protocol_versions(&[&rustls::version::TLS13])
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    tls.alpn_protocols = vec![b"h3".to_vec()];
+    let tls = mewa_origin::tls::client_config([r.ca_der.clone()], &[b"h3"]).unwrap();
     let qc = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
     let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
     ep.set_default_client_config(quinn::ClientConfig::new(Arc::new(qc)));

@@ -44,7 +44,6 @@ pub(crate) fn tls_config(ca: &Path, alpn: &[&[u8]]) -> Result<rustls::ClientConf
         path: ca.display().to_string(),
         reason,
     };
-    let mut roots = rustls::RootCertStore::empty();
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(ca)
         .map_err(|e| ca_err(e.to_string()))?
         .collect::<Result<_, _>>()
@@ -52,18 +51,8 @@ pub(crate) fn tls_config(ca: &Path, alpn: &[&[u8]]) -> Result<rustls::ClientConf
     if certs.is_empty() {
         return Err(ca_err("no certificate in the file".into()));
     }
-    for c in certs {
-        roots.add(c).map_err(|e| ca_err(e.to_string()))?;
-    }
-    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| ConnectError::Setup(e.to_string()))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    cfg.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
-    Ok(cfg)
+    // The only refusal left is of a certificate in the file.
+    mewa_origin::tls::client_config(certs, alpn).map_err(|e| ca_err(e.to_string()))
 }
 
 /// A QUIC client endpoint on an ephemeral port, trusting only `ca`.
