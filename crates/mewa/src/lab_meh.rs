@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Args;
-use mewa_lab::meh::{self, Dispatch, MehConfig, MehResult, Policy, RadioLink};
+use mewa_lab::meh::{self, BrowserRun, Dispatch, MehConfig, MehResult, Policy, RadioLink};
 use mewa_link::core::trace::DeliveryTrace;
 
 use crate::lab::{
@@ -24,6 +24,14 @@ const PAPER_MEDIAN_REDUCTION_PCT: f64 = 20.5;
 const PAPER_BEST_REDUCTION_PCT: f64 = 34.5;
 /// Fig. 8's three pages: (KB, objects, median reduction %).
 const PAPER_FIG8: [(u64, usize, f64); 3] = [(622, 32, 34.5), (1412, 72, 24.3), (3648, 46, 6.03)];
+
+/// The Fig. 8 page a page of `bytes` stands for: the one within a quarter
+/// of its size.
+fn fig8_of(bytes: u64) -> Option<(u64, usize, f64)> {
+    PAPER_FIG8
+        .into_iter()
+        .find(|&(kb, _, _)| bytes.abs_diff(kb * 1000) <= kb * 250)
+}
 
 #[derive(Debug, Args)]
 pub struct MehArgs {
@@ -76,6 +84,11 @@ pub struct MehArgs {
     /// Chromium binary for the browser runs.
     #[arg(long, default_value = "/usr/bin/chromium")]
     chromium: PathBuf,
+    /// Keep every browser load's Chromium NetLog (a few MB each) in the
+    /// result folder's chromium/, named PAGE-RUN-WITHHINT.netlog.json, to
+    /// see where a load's time goes (chrome://net-export viewer).
+    #[arg(long)]
+    keep_netlogs: bool,
     /// Parent of the timestamped result folder.
     #[arg(long, short, default_value = "out/lab")]
     out: PathBuf,
@@ -174,7 +187,11 @@ pub fn run(a: MehArgs) -> anyhow::Result<()> {
             None
         }
     };
-    let cfg = MehConfig { browser, ..cfg };
+    let cfg = MehConfig {
+        browser,
+        keep_netlogs: a.keep_netlogs,
+        ..cfg
+    };
     needs_root()?;
     let total = cfg.runs * corpus.pages.len() * 2;
     let pb = bar(total);
@@ -251,7 +268,9 @@ fn pages_table(res: &MehResult) -> Table {
     t
 }
 
-/// Chromium through the proxy: per page, median with and without.
+/// Chromium through the proxy: per page, median with and without, and
+/// when Chromium had asked for the whole page (the rest is what more
+/// connections can shorten).
 fn browser_table(res: &MehResult) -> Table {
     let mut t = Table::new(&[
         "Chromium page",
@@ -259,6 +278,7 @@ fn browser_table(res: &MehResult) -> Table {
         "without s",
         "with s",
         "reduction %",
+        "all asked s (without/with)",
         "failed",
         "seed 000 %",
     ]);
@@ -269,21 +289,22 @@ fn browser_table(res: &MehResult) -> Table {
             names.push(&b.page);
         }
     }
-    for (k, name) in names.iter().enumerate() {
-        let of = |with: bool| {
+    for name in names {
+        let of = |with: bool, pick: fn(&BrowserRun) -> Option<f64>| {
             let v: Vec<f64> = res
                 .browser
                 .iter()
-                .filter(|b| b.page == *name && b.with_hint == with)
-                .filter_map(|b| b.plt_s)
+                .filter(|b| b.page == name && b.with_hint == with)
+                .filter_map(pick)
                 .collect();
             mewa_lab::metrics::median(&v)
         };
-        let (without, with) = (of(false), of(true));
+        let (without, with) = (of(false, |b| b.plt_s), of(true, |b| b.plt_s));
+        let asked = |with| of(with, |b| b.requested_s);
         let n = res
             .browser
             .iter()
-            .filter(|b| b.page == *name && b.with_hint)
+            .filter(|b| b.page == name && b.with_hint)
             .map(|b| b.n)
             .max()
             .unwrap_or(0);
@@ -293,13 +314,16 @@ fn browser_table(res: &MehResult) -> Table {
             opt(without, 3),
             opt(with, 3),
             opt(without.zip(with).map(|(a, b)| (1.0 - b / a) * 100.0), 1),
+            format!("{} / {}", opt(asked(false), 3), opt(asked(true), 3)),
             res.browser
                 .iter()
-                .filter(|b| b.page == *name && b.error.is_some())
+                .filter(|b| b.page == name && b.error.is_some())
                 .count()
                 .to_string(),
-            PAPER_FIG8
-                .get(k)
+            res.pages
+                .iter()
+                .find(|p| p.page == name)
+                .and_then(|p| fig8_of(p.page_bytes))
                 .map_or_else(|| "-".into(), |f| format!("{:.1}", f.2)),
         ]);
     }
@@ -414,11 +438,13 @@ fn summary(res: &MehResult, setting: &str) -> String {
         ),
     ]);
     for (kb, objects, paper) in PAPER_FIG8 {
-        // The corpus page closest in size to Fig. 8's.
+        // The corpus page closest in size to Fig. 8's, if it is that page
+        // (a `--page` selection may have left none).
         let near = res
             .pages
             .iter()
-            .min_by_key(|p| (p.page_bytes as i64 - kb as i64 * 1000).unsigned_abs());
+            .min_by_key(|p| p.page_bytes.abs_diff(kb * 1000))
+            .filter(|p| fig8_of(p.page_bytes).is_some_and(|f| f.0 == kb));
         if let Some(p) = near {
             t.push(vec![
                 format!("Fig. 8 page {kb} KB / {objects} obj: {}", p.page),
@@ -511,7 +537,7 @@ fn write_results(dir: &Path, res: &MehResult, setting: &str) -> anyhow::Result<(
     if !res.browser.is_empty() {
         let _ = writeln!(
             md,
-            "## Headless Chromium through the local proxy\n\nPLT = first request start to the last request event in Chromium's NetLog.\n\n```\n{}```\n",
+            "## Headless Chromium through the local proxy\n\nPLT = from the start of the request for the page's URL to the last event of a request for one of its objects, in Chromium's NetLog (Chromium's own start-up requests and the favicon do not count). All asked = to the start of the page's last request.\n\n```\n{}```\n",
             browser_table(res).to_text()
         );
         let errors: Vec<String> = res
