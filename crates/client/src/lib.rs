@@ -7,10 +7,14 @@
 //!   object → connection map.
 //! - [`resolve`]: the DNS exchange with the edge (hint request option, UDP
 //!   then TCP when told to), timing it as the radio RTT.
+//! - [`dispatch`]: the books of n connections behind a lock, and the one
+//!   wait loop that places a request when a connection has room (the
+//!   proxy's and the lab loader's).
 //! - [`proxy`]: the local forward proxy a browser uses: hint, plan, n h2c
 //!   connections, requests on the planned connections ([`proxy::Session`]
 //!   without the proxy).
 
 pub mod advice;
+pub mod dispatch;
 pub mod proxy;
 pub mod resolve;

@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -40,11 +40,11 @@ use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use mewa_model::pull::{earliest_completion, Deliveries, PULL_FLOOR_BYTES};
+use mewa_model::pull::PULL_FLOOR_BYTES;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Notify;
 
 use crate::advice::{plan, Plan, Radio};
+use crate::dispatch::{Credit, Dispatcher};
 use crate::resolve::{resolve, Resolved};
 
 /// Bodies the proxy sends back: the origin's streamed, or a short error.
@@ -159,117 +159,33 @@ pub struct Session {
     map: HashMap<u32, (usize, u64)>,
     mask: u32,
     last_used: Mutex<Instant>,
-    /// Rate-following dispatch state, with more than one connection and
-    /// [`Dispatch::PullRate`].
-    pull: Option<Pull>,
+    /// Rate-following dispatch's books (rates over one planned RTT), with
+    /// more than one connection and [`Dispatch::PullRate`].
+    pull: Option<Arc<Dispatcher>>,
     /// Requests that waited in the proxy for a connection.
     held: AtomicU64,
-}
-
-/// What [`Dispatch::PullRate`] keeps per session.
-#[derive(Debug)]
-struct Pull {
-    start: Instant,
-    /// One RTT as planned (radio + wired), µs: the rate's window.
-    window_us: u64,
-    state: Mutex<PullState>,
-    /// Woken when a connection delivers or a request is placed.
-    room: Notify,
-}
-
-#[derive(Debug)]
-struct PullState {
-    /// Bytes asked of each connection and not yet passed to the browser.
-    outstanding: Vec<u64>,
-    delivered: Deliveries,
-}
-
-impl Pull {
-    fn now_us(&self) -> u64 {
-        u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX)
-    }
-
-    fn lock(&self) -> MutexGuard<'_, PullState> {
-        // A panic elsewhere must not stop every later request.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// A response's bytes still counted as outstanding on its connection;
-/// counted off as the browser is sent them, the rest when it ends or is
-/// dropped.
-struct Credit {
-    session: Arc<Session>,
-    slot: usize,
-    left: u64,
-}
-
-impl Credit {
-    /// The response head says the body is `len` bytes: count that instead
-    /// of the hint's estimate.
-    fn resize(&mut self, len: u64) {
-        if let Some(p) = &self.session.pull {
-            let mut st = p.lock();
-            if let Some(o) = st.outstanding.get_mut(self.slot) {
-                *o = o.saturating_sub(self.left).saturating_add(len);
-            }
-            self.left = len;
-        }
-    }
-
-    fn take(&mut self, bytes: u64) {
-        let Some(p) = &self.session.pull else {
-            return;
-        };
-        let b = bytes.min(self.left);
-        self.left -= b;
-        {
-            let mut st = p.lock();
-            if let Some(o) = st.outstanding.get_mut(self.slot) {
-                *o = o.saturating_sub(b);
-            }
-            if bytes > 0 {
-                let now = p.now_us();
-                st.delivered.record(self.slot, now, bytes);
-            }
-        }
-        p.room.notify_waiters();
-    }
-}
-
-impl Drop for Credit {
-    fn drop(&mut self) {
-        if self.left > 0 {
-            if let Some(p) = &self.session.pull {
-                let mut st = p.lock();
-                if let Some(o) = st.outstanding.get_mut(self.slot) {
-                    *o = o.saturating_sub(self.left);
-                }
-                drop(st);
-                p.room.notify_waiters();
-            }
-        }
-    }
 }
 
 /// A request's connection, chosen by [`Session::place`]. Its bytes count as
 /// outstanding there until it is dropped.
 pub struct Placement {
-    credit: Credit,
+    slot: usize,
+    /// Its bytes on the books, under [`Dispatch::PullRate`].
+    credit: Option<Credit>,
 }
 
 impl Placement {
     /// The connection (index into the session's connections).
     pub fn connection(&self) -> usize {
-        self.credit.slot
+        self.slot
     }
 }
 
 impl std::fmt::Debug for Placement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Placement")
-            .field("connection", &self.credit.slot)
-            .field("bytes", &self.credit.left)
+            .field("connection", &self.slot)
+            .field("bytes", &self.credit.as_ref().map_or(0, Credit::left))
             .finish()
     }
 }
@@ -277,7 +193,7 @@ impl std::fmt::Debug for Placement {
 /// The origin's response body, counted off its connection as it passes.
 struct Counted {
     inner: Incoming,
-    credit: Credit,
+    credit: Option<Credit>,
 }
 
 impl Body for Counted {
@@ -292,7 +208,9 @@ impl Body for Counted {
         if let Poll::Ready(Some(Ok(f))) = &r {
             if let Some(d) = f.data_ref() {
                 let n = d.len() as u64;
-                self.credit.take(n);
+                if let Some(c) = &mut self.credit {
+                    c.take(n);
+                }
             }
         }
         r
@@ -385,15 +303,7 @@ impl Session {
                 let rtt = Duration::try_from_secs_f64(p.radio_rtt_s + p.wired_rtt_s)
                     .unwrap_or(Duration::from_millis(100))
                     .max(Duration::from_millis(1));
-                Some(Pull {
-                    start: Instant::now(),
-                    window_us: u64::try_from(rtt.as_micros()).unwrap_or(u64::MAX),
-                    state: Mutex::new(PullState {
-                        outstanding: vec![0; conns.len()],
-                        delivered: Deliveries::new(conns.len()),
-                    }),
-                    room: Notify::new(),
-                })
+                Some(Arc::new(Dispatcher::new(conns.len(), Some(rtt))))
             }
             _ => None,
         };
@@ -432,7 +342,7 @@ impl Session {
     pub fn outstanding(&self) -> Vec<u64> {
         self.pull
             .as_ref()
-            .map(|p| p.lock().outstanding.clone())
+            .map(|p| p.outstanding())
             .unwrap_or_default()
     }
 
@@ -475,50 +385,29 @@ impl Session {
     /// connection. `held`: a leaf, which under [`Dispatch::PullRate`] waits
     /// until [`earliest_completion`] gives it a connection; everything else
     /// goes where [`Session::pick`] says at once.
-    pub async fn place(self: &Arc<Self>, url: &str, on_first: bool, held: bool) -> Placement {
-        let placed = |slot: usize, left: u64| Placement {
-            credit: Credit {
-                session: self.clone(),
-                slot,
-                left,
-            },
-        };
+    pub async fn place(&self, url: &str, on_first: bool, held: bool) -> Placement {
         let Some(p) = &self.pull else {
-            return placed(self.pick(url, on_first), 0);
+            return Placement {
+                slot: self.pick(url, on_first),
+                credit: None,
+            };
         };
         let size = self.listed(url).map_or(0, |(_, s)| s);
-        if !held || on_first {
-            let i = self.pick(url, on_first);
-            if let Some(o) = p.lock().outstanding.get_mut(i) {
-                *o = o.saturating_add(size);
-            }
-            return placed(i, size);
-        }
-        let mut waited = false;
-        loop {
-            // Created before the check: a wake between the check and the
-            // await is not lost (tokio's `notify_waiters` reaches every
-            // `Notified` that exists).
-            let notified = p.room.notified();
-            {
-                let mut st = p.lock();
-                let now = p.now_us();
-                let recent = st.delivered.recent(now, p.window_us);
-                if let Some(i) =
-                    earliest_completion(&st.outstanding, &recent, size, PULL_FLOOR_BYTES)
-                {
-                    st.outstanding[i] = st.outstanding[i].saturating_add(size);
-                    drop(st);
-                    // The next in line may fit too.
-                    p.room.notify_waiters();
-                    return placed(i, size);
-                }
-            }
-            if !waited {
-                waited = true;
-                self.held.fetch_add(1, Ordering::Relaxed);
-            }
-            notified.await;
+        let slot = if !held || on_first {
+            p.place_now(size, |_| self.pick(url, on_first))
+        } else {
+            p.place_when(
+                size,
+                |books, now| books.earliest(size, PULL_FLOOR_BYTES, now),
+                || {
+                    self.held.fetch_add(1, Ordering::Relaxed);
+                },
+            )
+            .await
+        };
+        Placement {
+            slot,
+            credit: Some(p.credit(slot, size)),
         }
     }
 
@@ -531,15 +420,15 @@ impl Session {
         held: bool,
         req: Request<ProxyBody>,
     ) -> Result<Response<ProxyBody>, String> {
-        let Placement { mut credit } = self.place(url, on_first, held).await;
-        let resp = self.send(credit.slot, req).await?;
+        let Placement { slot, mut credit } = self.place(url, on_first, held).await;
+        let resp = self.send(slot, req).await?;
         let len = resp
             .headers()
             .get(http::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        if let Some(len) = len {
-            credit.resize(len);
+        if let (Some(len), Some(c)) = (len, &mut credit) {
+            c.resize(len);
         }
         let (parts, body) = resp.into_parts();
         Ok(Response::from_parts(

@@ -73,6 +73,74 @@ impl Deliveries {
     }
 }
 
+/// The books of n connections: what each has been asked for and not yet
+/// delivered, and (when a rate window is set) what each delivered lately.
+///
+/// The loader and the proxy keep the same books and differ only in where
+/// the bytes and times come from, so both keep this one.
+#[derive(Debug, Clone)]
+pub struct Ledger {
+    outstanding: Vec<u64>,
+    delivered: Deliveries,
+    /// The window a connection's rate is measured over (about one RTT);
+    /// `None`: deliveries are not logged.
+    window_us: Option<u64>,
+}
+
+impl Ledger {
+    /// Empty books for `n` connections. `window_us`: log deliveries and
+    /// measure rates over this window (µs); `None` keeps no log.
+    pub fn new(n: usize, window_us: Option<u64>) -> Ledger {
+        Ledger {
+            outstanding: vec![0; n],
+            delivered: Deliveries::new(n),
+            window_us,
+        }
+    }
+
+    /// Bytes asked of each connection and not yet delivered.
+    pub fn outstanding(&self) -> &[u64] {
+        &self.outstanding
+    }
+
+    /// Connection `slot` was asked for `bytes` more. Out-of-range slots are
+    /// ignored, as in [`Deliveries::record`].
+    pub fn ask(&mut self, slot: usize, bytes: u64) {
+        if let Some(o) = self.outstanding.get_mut(slot) {
+            *o = o.saturating_add(bytes);
+        }
+    }
+
+    /// `bytes` of what connection `slot` was asked for no longer count:
+    /// delivered, or the request ended without them.
+    pub fn count_off(&mut self, slot: usize, bytes: u64) {
+        if let Some(o) = self.outstanding.get_mut(slot) {
+            *o = o.saturating_sub(bytes);
+        }
+    }
+
+    /// Connection `slot` delivered `bytes` at `at_us`: logged for its rate
+    /// when the books keep a window (what it was asked for is counted off
+    /// separately, by [`Ledger::count_off`], since a body may run longer
+    /// than what was asked).
+    pub fn log_delivery(&mut self, slot: usize, at_us: u64, bytes: u64) {
+        if self.window_us.is_some() && bytes > 0 {
+            self.delivered.record(slot, at_us, bytes);
+        }
+    }
+
+    /// [`earliest_completion`] for an object of `size` at `now_us`, with
+    /// each connection's rate over the window. Without a window no rate is
+    /// known and every connection is credited with `floor`.
+    pub fn earliest(&mut self, size: u64, floor: u64, now_us: u64) -> Option<usize> {
+        let recent = match self.window_us {
+            Some(w) => self.delivered.recent(now_us, w),
+            None => vec![0; self.outstanding.len()],
+        };
+        earliest_completion(&self.outstanding, &recent, size, floor)
+    }
+}
+
 /// The connection a held object of `size` bytes goes to now, or `None` while
 /// it must wait. `outstanding[i]` is what connection i has been asked for and
 /// not delivered; `delivered[i]` what it delivered over the last window.
@@ -141,6 +209,36 @@ mod tests {
         // Nothing in flight: any connection takes it.
         assert_eq!(earliest_completion(&[0, 0], &[0, 0], 90_000, F), Some(0));
         assert_eq!(earliest_completion(&[], &[], 90_000, F), None);
+    }
+
+    #[test]
+    fn the_ledger_counts_asks_and_deliveries_and_rates_over_its_window() {
+        let mut l = Ledger::new(2, Some(65_000));
+        l.ask(0, 100_000);
+        l.ask(1, 90_000);
+        l.ask(7, 1);
+        assert_eq!(l.outstanding(), &[100_000, 90_000]);
+        // Connection 0 delivers 60 KB (more than the floor) in the window;
+        // the other, unproven one must not get the large object.
+        l.count_off(0, 60_000);
+        l.log_delivery(0, 1_000_000, 60_000);
+        assert_eq!(l.outstanding(), &[40_000, 90_000]);
+        assert_eq!(l.earliest(90_000, F, 1_010_000), Some(0));
+        // A window later the rate is forgotten: nobody is proven, something
+        // is in flight, so it waits.
+        assert_eq!(l.earliest(90_000, F, 1_100_000), None);
+        // Counting off never goes below zero.
+        l.count_off(1, 1_000_000);
+        l.count_off(0, 40_000);
+        assert_eq!(l.outstanding(), &[0, 0]);
+        assert_eq!(l.earliest(90_000, F, 1_100_000), Some(0));
+
+        // Without a window nothing is logged and every rate is the floor.
+        let mut l = Ledger::new(2, None);
+        l.ask(0, 10_000);
+        l.log_delivery(0, 0, 500_000);
+        assert_eq!(l.earliest(20_000, F, 0), Some(1));
+        assert_eq!(l.earliest(90_000, F, 0), None);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -10,8 +11,10 @@ use http::{HeaderMap, Request, Response};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper::client::conn::http1;
+use mewa_client::dispatch::Dispatcher;
 use mewa_corpus::Object;
-use tokio::sync::{Notify, OnceCell, Semaphore};
+use mewa_model::pull::Ledger;
+use tokio::sync::{OnceCell, Semaphore};
 use tokio::task::JoinHandle;
 
 use super::conn::{self, Sender, Target};
@@ -26,11 +29,11 @@ enum Group {
     /// HTTP/2 or HTTP/3: a fixed number of slots, each opened on first use.
     Mux {
         slots: Vec<MuxSlot>,
-        /// Bytes requested and not yet received, per slot, and the queue of
-        /// held leaves (for [`super::Assign`] and the pull budget).
-        load: Mutex<MuxLoad>,
-        /// Woken when a slot's outstanding bytes fall or the queue moves.
-        room: Notify,
+        /// Bytes requested and not yet received per slot, and their recent
+        /// deliveries (for [`super::Assign`] and the pull budget).
+        books: Arc<Dispatcher>,
+        /// Turns of held leaves under a fixed budget.
+        tickets: Tickets,
     },
     /// HTTP/1.1: at most `permits` connections, idle ones kept for reuse.
     H1 {
@@ -39,97 +42,41 @@ enum Group {
     },
 }
 
-/// A multiplexed group's bookkeeping.
-struct MuxLoad {
-    /// Bytes requested and not yet received, per slot.
-    outstanding: Vec<u64>,
-    /// Next ticket for a held leaf (taken when its fetch starts, which is
-    /// discovery order up to the scheduler).
-    next_ticket: u64,
-    /// The ticket whose turn it is.
-    serving: u64,
-    /// Per slot, recent deliveries (µs since the load started), for a
-    /// budget that follows the delivery rate.
-    delivered: mewa_model::pull::Deliveries,
+/// Under a fixed budget held leaves go first come, first served: each
+/// takes a ticket when its fetch starts (discovery order up to the
+/// scheduler) and goes when its number is served.
+#[derive(Debug, Default)]
+struct Tickets {
+    next: AtomicU64,
+    serving: AtomicU64,
 }
 
-impl MuxLoad {
-    /// Slot for `object`, or none while it must wait. Fixed budget
-    /// (`follow` none): the policy's choice when it holds less than
-    /// `budget`, else the emptiest slot that does. Following the rates
-    /// (`follow` = now and window, µs): earliest completion first, with
-    /// `budget` as the floor of every slot's rate (below).
-    fn slot_with_room(
-        &mut self,
-        assign: &dyn super::Assign,
-        object: &Object,
-        budget: u64,
-        follow: Option<(u64, u64)>,
-    ) -> Option<usize> {
-        if let Some((now_us, window_us)) = follow {
-            // Earliest completion first at each slot's recent rate, with the
-            // proof rule (see `mewa_model::pull`).
-            let recent = self.delivered.recent(now_us, window_us);
-            return mewa_model::pull::earliest_completion(
-                &self.outstanding,
-                &recent,
-                object.size,
-                budget,
-            );
-        }
-        let out = &self.outstanding;
-        let pref = assign.pick(object, out) % out.len();
-        if out[pref] < budget {
-            return Some(pref);
-        }
-        out.iter()
-            .enumerate()
-            .filter(|&(_, &b)| b < budget)
-            .min_by_key(|&(i, &b)| (b, i))
-            .map(|(i, _)| i)
+/// Slot for a held `object`, or none while it must wait. Fixed budget
+/// (`now_us` none): the policy's choice when it holds less than `budget`,
+/// else the emptiest slot that does. Following the rates (`now_us` given):
+/// earliest completion first at each slot's recent rate, with `budget` as
+/// the floor of every slot's rate and the proof rule (see
+/// `mewa_model::pull`).
+fn slot_with_room(
+    books: &mut Ledger,
+    assign: &dyn super::Assign,
+    object: &Object,
+    budget: u64,
+    now_us: Option<u64>,
+) -> Option<usize> {
+    if let Some(now_us) = now_us {
+        return books.earliest(object.size, budget, now_us);
     }
-}
-
-/// Counts an object's bytes off its slot's outstanding total as they
-/// arrive, so the pull budget sees a connection drain.
-struct Credit<'a> {
-    load: &'a Mutex<MuxLoad>,
-    room: &'a Notify,
-    slot: usize,
-    /// Bytes of the object not yet counted off.
-    left: u64,
-    /// Wake held leaves on every count (only with a budget).
-    wake: bool,
-    /// The load's start, when deliveries are logged for a rate-following
-    /// budget.
-    log_from: Option<Instant>,
-}
-
-impl Credit<'_> {
-    fn take(&mut self, bytes: u64) {
-        let b = bytes.min(self.left);
-        if b == 0 {
-            return;
-        }
-        self.left -= b;
-        {
-            let mut l = lock(self.load);
-            l.outstanding[self.slot] = l.outstanding[self.slot].saturating_sub(b);
-            if let Some(start) = self.log_from {
-                let t = start.elapsed().as_micros() as u64;
-                l.delivered.record(self.slot, t, b);
-            }
-        }
-        if self.wake {
-            self.room.notify_waiters();
-        }
+    let out = books.outstanding();
+    let pref = assign.pick(object, out) % out.len().max(1);
+    if out.get(pref).is_some_and(|&b| b < budget) {
+        return Some(pref);
     }
-
-    /// The object ended (whole, short or failed): nothing of it is
-    /// outstanding any more.
-    fn finish(&mut self) {
-        self.take(self.left);
-    }
+    out.iter()
+        .enumerate()
+        .filter(|&(_, &b)| b < budget)
+        .min_by_key(|&(i, &b)| (b, i))
+        .map(|(i, _)| i)
 }
 
 /// State one load's fetch tasks share.
@@ -239,13 +186,8 @@ impl Shared {
             Arc::new(if mux {
                 Group::Mux {
                     slots: (0..n).map(|_| Arc::new(OnceCell::new())).collect(),
-                    load: Mutex::new(MuxLoad {
-                        outstanding: vec![0; n],
-                        next_ticket: 0,
-                        serving: 0,
-                        delivered: mewa_model::pull::Deliveries::new(n),
-                    }),
-                    room: Notify::new(),
+                    books: Arc::new(Dispatcher::new(n, self.opts.pull_follow)),
+                    tickets: Tickets::default(),
                 }
             } else {
                 Group::H1 {
@@ -322,58 +264,46 @@ impl Shared {
     }
 
     /// Chooses `object`'s slot in a multiplexed group and counts its bytes
-    /// as outstanding there. Leaves wait, first come first served, while every
-    /// slot is at [`super::LoadOptions::pull_budget`].
+    /// as outstanding there. Leaves wait while every slot is at
+    /// [`super::LoadOptions::pull_budget`].
     async fn reserve(
         &self,
         object: &Object,
         slots: usize,
-        load: &Mutex<MuxLoad>,
-        room: &Notify,
+        books: &Dispatcher,
+        tickets: &Tickets,
     ) -> usize {
         let assign = &*self.opts.assign;
         let held = object.parent.is_some() && !super::WarmFirst::reveals(object);
         let budget = match self.opts.pull_budget {
             Some(b) if held && slots > 1 => b,
             _ => {
-                let mut l = lock(load);
-                let i = assign.pick(object, &l.outstanding) % l.outstanding.len();
-                l.outstanding[i] += object.size;
-                return i;
+                return books.place_now(object.size, |out| {
+                    assign.pick(object, out) % out.len().max(1)
+                })
             }
         };
-        let ticket = {
-            let mut l = lock(load);
-            l.next_ticket += 1;
-            l.next_ticket - 1
-        };
-        loop {
-            // Registered before the check, so a wake between the check and
-            // the await is not lost.
-            let notified = room.notified();
-            {
-                let mut l = lock(load);
-                let follow = self
-                    .opts
-                    .pull_follow
-                    .map(|w| (self.now_us(), w.as_micros() as u64));
-                // A fixed budget serves held leaves in turn. Following the
-                // rates, each leaf waits for its own best slot, so a large
-                // one waiting for the fast slot does not hold back small
-                // ones that fit elsewhere.
-                if l.serving == ticket || follow.is_some() {
-                    if let Some(i) = l.slot_with_room(assign, object, budget, follow) {
-                        l.outstanding[i] += object.size;
-                        l.serving += 1;
-                        drop(l);
-                        // The next in line may fit too.
-                        room.notify_waiters();
-                        return i;
+        let ticket = tickets.next.fetch_add(1, Ordering::Relaxed);
+        let follow = self.opts.pull_follow.is_some();
+        books
+            .place_when(
+                object.size,
+                |l, now| {
+                    // A fixed budget serves held leaves in turn (the books'
+                    // lock orders these). Following the rates, each leaf
+                    // waits for its own best slot, so a large one waiting
+                    // for the fast slot does not hold back small ones that
+                    // fit elsewhere.
+                    if !follow && tickets.serving.load(Ordering::Relaxed) != ticket {
+                        return None;
                     }
-                }
-            }
-            notified.await;
-        }
+                    let i = slot_with_room(l, assign, object, budget, follow.then_some(now))?;
+                    tickets.serving.fetch_add(1, Ordering::Relaxed);
+                    Some(i)
+                },
+                || {},
+            )
+            .await
     }
 
     /// Fetches one object and returns what happened.
@@ -385,16 +315,15 @@ impl Shared {
         };
         let group = self.group(&object.host, addr);
         match &*group {
-            Group::Mux { slots, load, room } => {
-                let i = self.reserve(&object, slots.len(), load, room).await;
-                let mut credit = Credit {
-                    load,
-                    room,
-                    slot: i,
-                    left: object.size,
-                    wake: self.opts.pull_budget.is_some(),
-                    log_from: self.opts.pull_follow.map(|_| self.start),
-                };
+            Group::Mux {
+                slots,
+                books,
+                tickets,
+            } => {
+                let i = self.reserve(&object, slots.len(), books, tickets).await;
+                // Counts the bytes off as they arrive, the rest when the
+                // object ends (whole, short or failed).
+                let mut credit = books.credit(i, object.size);
                 let slot = &slots[i];
                 match slot.get_or_init(|| self.open(&object.host, addr)).await {
                     Err(e) => t.error = Some(e.clone()),
@@ -426,7 +355,7 @@ impl Shared {
                         }
                     }
                 }
-                credit.finish();
+                drop(credit);
             }
             Group::H1 { permits, idle } => {
                 let Ok(_permit) = Arc::clone(permits).acquire_owned().await else {
@@ -641,51 +570,60 @@ mod tests {
         }
     }
 
-    fn mux(outstanding: Vec<u64>) -> MuxLoad {
-        let n = outstanding.len();
-        MuxLoad {
-            outstanding,
-            next_ticket: 0,
-            serving: 0,
-            delivered: mewa_model::pull::Deliveries::new(n),
+    /// Books with `outstanding` asked of each slot; rates over 65 ms.
+    fn books(outstanding: &[u64]) -> Ledger {
+        let mut l = Ledger::new(outstanding.len(), Some(65_000));
+        for (i, &b) in outstanding.iter().enumerate() {
+            l.ask(i, b);
         }
+        l
     }
 
     #[test]
     fn fixed_budget_takes_the_preferred_slot_then_the_emptiest_then_waits() {
         let o = image(50_000);
-        let mut l = mux(vec![10_000, 90_000, 40_000]);
-        assert_eq!(l.slot_with_room(&Prefer(0), &o, 60_000, None), Some(0));
-        assert_eq!(l.slot_with_room(&Prefer(1), &o, 60_000, None), Some(0));
-        let mut l = mux(vec![70_000, 90_000, 60_000]);
-        assert_eq!(l.slot_with_room(&Prefer(2), &o, 60_000, None), None);
+        let mut l = books(&[10_000, 90_000, 40_000]);
+        assert_eq!(
+            slot_with_room(&mut l, &Prefer(0), &o, 60_000, None),
+            Some(0)
+        );
+        assert_eq!(
+            slot_with_room(&mut l, &Prefer(1), &o, 60_000, None),
+            Some(0)
+        );
+        let mut l = books(&[70_000, 90_000, 60_000]);
+        assert_eq!(slot_with_room(&mut l, &Prefer(2), &o, 60_000, None), None);
     }
 
     #[test]
     fn rate_following_budget_sends_large_objects_to_the_fast_slot() {
         let o = image(500_000);
         // Slot 0 delivered 300 KB in the last 65 ms, slot 1 nothing.
-        let mut l = mux(vec![100_000, 0]);
-        l.delivered.record(0, 990_000, 300_000);
-        let follow = Some((1_000_000, 65_000));
-        assert_eq!(l.slot_with_room(&Prefer(1), &o, 29_200, follow), Some(0));
+        let mut l = books(&[100_000, 0]);
+        l.log_delivery(0, 990_000, 300_000);
+        let now = Some(1_000_000);
+        assert_eq!(slot_with_room(&mut l, &Prefer(1), &o, 29_200, now), Some(0));
         // Slot 0 full (twice its recent delivery outstanding): the object
         // waits for it rather than crawl on the empty slow slot.
-        l.outstanding[0] = 600_000;
-        assert_eq!(l.slot_with_room(&Prefer(1), &o, 29_200, follow), None);
-        // Old deliveries no longer count: no slot has shown it can carry a
-        // large leaf, which waits while anything is in flight ...
-        let later = Some((2_000_000, 65_000));
-        l.outstanding[0] = 10_000;
-        assert_eq!(l.slot_with_room(&Prefer(0), &o, 29_200, later), None);
-        assert!(l.delivered.is_empty(0));
+        l.ask(0, 500_000);
+        assert_eq!(slot_with_room(&mut l, &Prefer(1), &o, 29_200, now), None);
+        // Old deliveries no longer count (the log's pruning is tested in
+        // `mewa_model::pull`): no slot has shown it can carry a large leaf,
+        // which waits while anything is in flight ...
+        let later = Some(2_000_000);
+        l.count_off(0, 590_000);
+        assert_eq!(l.outstanding(), &[10_000, 0]);
+        assert_eq!(slot_with_room(&mut l, &Prefer(0), &o, 29_200, later), None);
         // ... while a small one goes where it finishes first (the empty slot) ...
         assert_eq!(
-            l.slot_with_room(&Prefer(0), &image(20_000), 29_200, later),
+            slot_with_room(&mut l, &Prefer(0), &image(20_000), 29_200, later),
             Some(1)
         );
         // ... and with nothing in flight any slot takes it.
-        l.outstanding[0] = 0;
-        assert_eq!(l.slot_with_room(&Prefer(1), &o, 29_200, later), Some(0));
+        l.count_off(0, 10_000);
+        assert_eq!(
+            slot_with_room(&mut l, &Prefer(1), &o, 29_200, later),
+            Some(0)
+        );
     }
 }
