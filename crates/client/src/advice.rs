@@ -151,6 +151,12 @@ pub struct Plan {
     pub sizes: Vec<u64>,
     /// Which bits of [`mewa_hint::wire::url_hash`] the listed hashes keep.
     pub hash_mask: u32,
+    /// The URLs of the page's objects, when the hint carries them (every
+    /// origin, in the hint's order, the page itself left out): what the
+    /// client may request before the document reveals them (seed 000 §II:
+    /// the client "sends requests to all embedded URLs on parallel
+    /// connections"). Empty for a hint by hash only.
+    pub urls: Vec<String>,
 }
 
 impl Plan {
@@ -229,7 +235,26 @@ pub fn plan(hint: &Hint, page_url: &str, radio: Radio, now_unix_s: u64) -> Resul
         sizes: assignment.iter().map(|&(_, _, s)| s).collect(),
         assignment: assignment.into_iter().map(|(h, c, _)| (h, c)).collect(),
         hash_mask: hint.hash_mask(),
+        urls: object_urls(hint),
     })
+}
+
+/// Every object URL the hint carries, in its order, without the page's own
+/// URL or repeats.
+fn object_urls(hint: &Hint) -> Vec<String> {
+    let page = mewa_hint::page::strip_fragment(&hint.page_url);
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for (i, o) in hint.origins.iter().enumerate() {
+        for j in 0..o.objects.len() {
+            if let Some(u) = hint.object_url(i, j) {
+                if u != page && seen.insert(u.clone()) {
+                    out.push(u);
+                }
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -238,8 +263,12 @@ mod tests {
     use mewa_hint::page::{synthetic_page, OriginRtt, PageContext};
 
     fn hint(bytes_each: u64, n: usize, wired_us: Option<u32>, made: u64) -> Hint {
+        Hint::full(&context(bytes_each, n, wired_us, made)).unwrap()
+    }
+
+    fn context(bytes_each: u64, n: usize, wired_us: Option<u32>, made: u64) -> PageContext {
         let page = synthetic_page("http://www.a.example/", n, 1, |i| bytes_each + i as u64);
-        let ctx = PageContext {
+        PageContext {
             page,
             origins: wired_us
                 .map(|r| OriginRtt {
@@ -252,8 +281,32 @@ mod tests {
             alpha: 0.5,
             ttl_s: 300,
             generated_at_unix_s: made,
-        };
-        Hint::full(&ctx).unwrap()
+        }
+    }
+
+    #[test]
+    fn plan_lists_the_object_urls_a_hint_carries() {
+        let page = "http://www.a.example/";
+        let by_hash = hint(10_000, 5, Some(20_000), 1000);
+        assert!(plan(&by_hash, page, RADIO, 1000).unwrap().urls.is_empty());
+        let bytes = Hint::with_urls(&context(10_000, 5, Some(20_000), 1000))
+            .unwrap()
+            .to_bytes();
+        let with = Hint::from_bytes(&bytes).unwrap();
+        let p = plan(&with, page, RADIO, 1000).unwrap();
+        // Every object but the page itself, in the hint's order.
+        let want: Vec<String> = (1..5)
+            .map(|i| format!("http://www.a.example/img/{i}.jpg"))
+            .collect();
+        assert_eq!(p.urls, want);
+        // A path that is unknown (empty) gives no URL.
+        let mut gap = with.clone();
+        if let Some(ps) = gap.origins[0].paths.as_mut() {
+            ps[2].clear();
+        }
+        let p = plan(&gap, page, RADIO, 1000).unwrap();
+        assert_eq!(p.urls.len(), 3);
+        assert!(!p.urls.contains(&want[1]));
     }
 
     const RADIO: Radio = Radio {

@@ -12,11 +12,15 @@
 //! as in seed 000's testbed) to the origin. Every request then goes on the
 //! connection the hint's size-balanced assignment chose; objects the hint
 //! does not list go to the connection with the fewest requests in flight
-//! ([`Dispatch::Push`], seed 000 as written). By default
-//! ([`Dispatch::PullRate`], as the lab's loader) leaves wait in the proxy
-//! and go to the connection that would finish them first at the rate it
-//! delivered over the last RTT ([`mewa_model::pull`]). A missing, stale or
-//! absurd hint means one connection, with the reason logged.
+//! ([`Dispatch::Push`], seed 000 as written). With [`Dispatch::PullRate`]
+//! (as the lab's loader) leaves wait in the proxy and go to the connection
+//! that would finish them first at the rate it delivered over the last RTT
+//! ([`mewa_model::pull`]); [`Dispatch::Auto`], the default, pushes when
+//! the page's objects are prefetched and pulls otherwise. When the hint
+//! carries the page's object URLs the proxy requests them all as soon as
+//! the document's request is out and answers the browser from those
+//! responses ([`ProxyConfig::prefetch`]). A missing, stale or absurd hint
+//! means one connection, with the reason logged.
 //!
 //! Not an open proxy: it serves only clients in `allow_from` (loopback by
 //! default), only `http://` absolute-form requests, only to hosts the edge
@@ -36,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
-use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use http_body_util::{combinators::BoxBody, BodyExt, Empty, Full, Limited};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -60,6 +64,26 @@ pub enum Dispatch {
     /// connection that would finish them first at its recent delivery rate
     /// ([`mewa_model::pull::earliest_completion`]).
     PullRate,
+    /// [`Dispatch::Push`] for a session that prefetches the page's objects
+    /// from the hint's URLs, [`Dispatch::PullRate`] otherwise (the
+    /// default). Why: with the URLs every connection starts at once with
+    /// its share of the page known, which is the static split's own
+    /// premise; without them the extra connections start cold behind a
+    /// warm one, and a static split strands objects on a slow one
+    /// (docs/LAB.md, "Pull dispatch" and "Prefetch").
+    Auto,
+}
+
+impl Dispatch {
+    /// Whether a session with the hint's URLs prefetched (`prefetching`)
+    /// holds leaves for the rate-following rule.
+    pub fn pulls(self, prefetching: bool) -> bool {
+        match self {
+            Dispatch::Push => false,
+            Dispatch::PullRate => true,
+            Dispatch::Auto => !prefetching,
+        }
+    }
 }
 
 /// How the proxy works.
@@ -79,6 +103,13 @@ pub struct ProxyConfig {
     /// Follow hints; `false` makes every session one connection (the
     /// plain HTTP/2 baseline through the same proxy).
     pub use_hints: bool,
+    /// When the hint carries the page's object URLs, request them from the
+    /// origin as soon as the document's request has gone out, and answer
+    /// the browser from those responses (seed 000 §II: the client "sends
+    /// requests to all embedded URLs on parallel connections"). Objects on
+    /// other hosts are fetched once the edge has resolved their host to the
+    /// same origin address.
+    pub prefetch: bool,
     /// Radio RTT to plan with instead of the DNS exchange's (for a proxy
     /// that is not behind the radio link itself, e.g. on loopback).
     pub radio_rtt: Option<Duration>,
@@ -102,8 +133,9 @@ impl ProxyConfig {
             radio_bandwidth_bps,
             radio_rtt: None,
             use_hints: true,
+            prefetch: true,
             warm_first: true,
-            dispatch: Dispatch::PullRate,
+            dispatch: Dispatch::Auto,
             origin_port: 80,
             allow_from: Vec::new(),
             session_idle: Duration::from_secs(10),
@@ -164,6 +196,55 @@ pub struct Session {
     pull: Option<Arc<Dispatcher>>,
     /// Requests that waited in the proxy for a connection.
     held: AtomicU64,
+    /// Style sheets and scripts on the first connection
+    /// ([`ProxyConfig::warm_first`]), for prefetched ones too.
+    warm_first: bool,
+    /// What to prefetch once the document's request is out (taken then).
+    pending: Mutex<Option<PendingPrefetch>>,
+    /// Prefetched objects by URL, until the browser asks for them.
+    prefetched: Mutex<HashMap<String, Arc<PrefetchCell>>>,
+    /// Body bytes held for the browser now (bounded by
+    /// [`MAX_PREFETCH_HELD`]).
+    held_bytes: Arc<AtomicU64>,
+    /// Objects prefetched, and how many the browser then asked for.
+    prefetch_stats: (AtomicU64, AtomicU64),
+}
+
+/// Most body bytes one session keeps of prefetched objects the browser has
+/// not asked for yet: a hint is unauthenticated, and a hostile one must not
+/// make the proxy buffer a huge page. Objects past it are not kept (the
+/// browser's request then goes to the origin as usual).
+pub const MAX_PREFETCH_HELD: u64 = 64 << 20;
+
+/// Largest single object the proxy prefetches whole.
+pub const MAX_PREFETCH_OBJECT: usize = 16 << 20;
+
+/// The response of a prefetched object, once whole (or why not).
+type PrefetchCell = tokio::sync::OnceCell<Result<Arc<Whole>, String>>;
+
+/// A whole response, kept for the browser.
+#[derive(Debug)]
+struct Whole {
+    status: StatusCode,
+    headers: http::HeaderMap,
+    body: Bytes,
+    /// Counted in the session's held bytes until dropped.
+    held: Arc<AtomicU64>,
+}
+
+impl Drop for Whole {
+    fn drop(&mut self) {
+        self.held
+            .fetch_sub(self.body.len() as u64, Ordering::Relaxed);
+    }
+}
+
+/// The URLs to prefetch and how to resolve their hosts.
+#[derive(Debug)]
+struct PendingPrefetch {
+    urls: Vec<String>,
+    edge: SocketAddr,
+    timeout: Duration,
 }
 
 /// A request's connection, chosen by [`Session::place`]. Its bytes count as
@@ -299,7 +380,7 @@ impl Session {
             Err(_) => (HashMap::new(), 0),
         };
         let pull = match &plan {
-            Ok(p) if cfg.dispatch == Dispatch::PullRate && conns.len() > 1 => {
+            Ok(p) if cfg.dispatch.pulls(cfg.prefetch && !p.urls.is_empty()) && conns.len() > 1 => {
                 let rtt = Duration::try_from_secs_f64(p.radio_rtt_s + p.wired_rtt_s)
                     .unwrap_or(Duration::from_millis(100))
                     .max(Duration::from_millis(1));
@@ -310,7 +391,6 @@ impl Session {
         Ok(Session {
             host: host.to_string(),
             addr,
-            plan,
             in_flight: conns.iter().map(|_| AtomicU64::new(0)).collect(),
             sent: conns.iter().map(|_| AtomicU64::new(0)).collect(),
             conns,
@@ -319,7 +399,150 @@ impl Session {
             last_used: Mutex::new(Instant::now()),
             pull,
             held: AtomicU64::new(0),
+            warm_first: cfg.warm_first,
+            pending: Mutex::new(match &plan {
+                Ok(p) if cfg.prefetch && !p.urls.is_empty() => Some(PendingPrefetch {
+                    urls: p.urls.clone(),
+                    edge: cfg.edge,
+                    timeout: cfg.timeout,
+                }),
+                _ => None,
+            }),
+            prefetched: Mutex::new(HashMap::new()),
+            held_bytes: Arc::new(AtomicU64::new(0)),
+            prefetch_stats: (AtomicU64::new(0), AtomicU64::new(0)),
+            plan,
         })
+    }
+
+    /// Objects prefetched so far, and how many of them the browser asked
+    /// for ([`ProxyConfig::prefetch`]).
+    pub fn prefetch_counts(&self) -> (u64, u64) {
+        (
+            self.prefetch_stats.0.load(Ordering::Relaxed),
+            self.prefetch_stats.1.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Starts the prefetch, once: every URL is registered at once (so a
+    /// browser request that comes first fetches it, once), those on this
+    /// session's host are fetched at once, those on other hosts after the
+    /// edge resolves the host to this session's address (otherwise they
+    /// are dropped and left to the browser).
+    fn kick_prefetch(self: &Arc<Self>) {
+        let Some(p) = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        else {
+            return;
+        };
+        let mut by_host: HashMap<String, Vec<(String, Arc<PrefetchCell>)>> = HashMap::new();
+        {
+            let mut m = self
+                .prefetched
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for u in p.urls {
+                let host = match http::Uri::try_from(u.as_str()) {
+                    Ok(uri) if uri.scheme_str() == Some("http") && uri.port().is_none() => {
+                        uri.host().map(str::to_ascii_lowercase)
+                    }
+                    _ => None,
+                };
+                let Some(host) = host else { continue };
+                if m.contains_key(&u) {
+                    continue;
+                }
+                let c = Arc::new(PrefetchCell::new());
+                m.insert(u.clone(), c.clone());
+                by_host.entry(host).or_default().push((u, c));
+            }
+        }
+        for (host, cells) in by_host {
+            let me = self.clone();
+            let (edge, timeout) = (p.edge, p.timeout);
+            tokio::spawn(async move {
+                if host != me.host {
+                    let page = format!("http://{host}/");
+                    let same = matches!(
+                        resolve(edge, &host, &page, timeout).await,
+                        Ok(r) if r.addrs.first() == Some(&me.addr.ip())
+                    );
+                    if !same {
+                        let mut m = me
+                            .prefetched
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        for (u, _) in &cells {
+                            m.remove(u);
+                        }
+                        return;
+                    }
+                }
+                for (url, cell) in cells {
+                    me.prefetch_stats.0.fetch_add(1, Ordering::Relaxed);
+                    let me = me.clone();
+                    tokio::spawn(async move {
+                        let _ = cell.get_or_init(|| me.fetch_whole(url)).await;
+                    });
+                }
+            });
+        }
+    }
+
+    /// Fetches `url` whole, placed as a browser request for it would be.
+    async fn fetch_whole(self: &Arc<Self>, url: String) -> Result<Arc<Whole>, String> {
+        let uri = http::Uri::try_from(url.as_str()).map_err(|e| e.to_string())?;
+        let reveals = path_reveals(uri.path());
+        let req = Request::get(uri)
+            .header(http::header::ACCEPT, "*/*")
+            .body(
+                Empty::<Bytes>::new()
+                    .map_err(|never| match never {})
+                    .boxed(),
+            )
+            .map_err(|e| e.to_string())?;
+        let resp = self
+            .forward(&url, self.warm_first && reveals, !reveals, req)
+            .await?;
+        let (parts, body) = resp.into_parts();
+        let body = Limited::new(body, MAX_PREFETCH_OBJECT)
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        let n = body.len() as u64;
+        if self.held_bytes.fetch_add(n, Ordering::Relaxed) + n > MAX_PREFETCH_HELD {
+            self.held_bytes.fetch_sub(n, Ordering::Relaxed);
+            return Err("prefetch budget spent".into());
+        }
+        Ok(Arc::new(Whole {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+            held: self.held_bytes.clone(),
+        }))
+    }
+
+    /// The prefetched response of `url`, waiting for it if it is still on
+    /// its way; `None` when it was not prefetched or failed (the caller
+    /// then forwards the browser's request).
+    async fn take_prefetched(self: &Arc<Self>, url: &str) -> Option<Arc<Whole>> {
+        let cell = self
+            .prefetched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(url)?;
+        let r = cell.get_or_init(|| self.fetch_whole(url.to_string())).await;
+        match r {
+            Ok(w) => {
+                self.prefetch_stats.1.fetch_add(1, Ordering::Relaxed);
+                Some(w.clone())
+            }
+            Err(_) => None,
+        }
     }
 
     /// Requests sent on each connection so far.
@@ -421,7 +644,9 @@ impl Session {
         req: Request<ProxyBody>,
     ) -> Result<Response<ProxyBody>, String> {
         let Placement { slot, mut credit } = self.place(url, on_first, held).await;
-        let resp = self.send(slot, req).await?;
+        // The session's first request is its document: the prefetch
+        // starts once that is on its way, so the document goes first.
+        let resp = self.send_then(slot, req, || self.kick_prefetch()).await?;
         let len = resp
             .headers()
             .get(http::header::CONTENT_LENGTH)
@@ -450,6 +675,17 @@ impl Session {
         i: usize,
         req: Request<ProxyBody>,
     ) -> Result<Response<Incoming>, String> {
+        self.send_then(i, req, || {}).await
+    }
+
+    /// [`Session::send`], calling `sent` once the request has been handed
+    /// to the connection (before its response comes).
+    async fn send_then(
+        &self,
+        i: usize,
+        req: Request<ProxyBody>,
+        sent: impl FnOnce(),
+    ) -> Result<Response<Incoming>, String> {
         if let Ok(mut t) = self.last_used.lock() {
             *t = Instant::now();
         }
@@ -465,7 +701,9 @@ impl Session {
         }
         let r = async {
             conn.ready().await.map_err(|e| e.to_string())?;
-            conn.send_request(req).await.map_err(|e| e.to_string())
+            let response = conn.send_request(req);
+            sent();
+            response.await.map_err(|e| e.to_string())
         }
         .await;
         if let Some(o) = self.in_flight.get(i) {
@@ -532,6 +770,8 @@ pub struct ProxyStats {
     pub browser_h2: AtomicU64,
     /// Browser connections served over HTTP/1.1.
     pub browser_h1: AtomicU64,
+    /// Browser requests answered from a prefetched response.
+    pub prefetch_hits: AtomicU64,
 }
 
 /// The proxy.
@@ -566,12 +806,13 @@ fn reveals<B>(req: &Request<B>, path: &str) -> bool {
         .get(http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
+    accept.starts_with("text/html") || accept.starts_with("text/css") || path_reveals(path)
+}
+
+/// Whether a path names a style sheet or a script (by its extension).
+fn path_reveals(path: &str) -> bool {
     let p = path.to_ascii_lowercase();
-    accept.starts_with("text/html")
-        || accept.starts_with("text/css")
-        || p.ends_with(".css")
-        || p.ends_with(".js")
-        || p.ends_with(".mjs")
+    p.ends_with(".css") || p.ends_with(".js") || p.ends_with(".mjs")
 }
 
 fn error(status: StatusCode, why: &str) -> Response<ProxyBody> {
@@ -772,6 +1013,24 @@ impl Proxy {
                 return error(StatusCode::BAD_GATEWAY, &e.to_string());
             }
         };
+        if !is_document && req.method() == http::Method::GET {
+            if let Some(w) = session.take_prefetched(&url).await {
+                self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
+                self.stats.prefetch_hits.fetch_add(1, Ordering::Relaxed);
+                let mut resp = Response::new(
+                    Full::new(w.body.clone())
+                        .map_err(|never| match never {})
+                        .boxed(),
+                );
+                *resp.status_mut() = w.status;
+                for (k, v) in &w.headers {
+                    if !HOP_BY_HOP.contains(&k.as_str()) {
+                        resp.headers_mut().append(k, v.clone());
+                    }
+                }
+                return resp;
+            }
+        }
         let reveals = reveals(&req, uri.path());
         let on_first = is_document || (self.cfg.warm_first && reveals);
         let held = !is_document && !reveals;

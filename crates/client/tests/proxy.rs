@@ -103,6 +103,23 @@ async fn get(
     (status, body)
 }
 
+/// Fetches every object of `page` but the document through the proxy at
+/// `paddr`, all at once as a browser does, and checks each arrives whole.
+async fn fetch_every_object(paddr: SocketAddr, page: &mewa_corpus::Page, port: u16) {
+    let mut tasks = Vec::new();
+    for o in page.objects.iter().filter(|o| o.parent.is_some()) {
+        let (u, size) = (format!("http://{}:{port}{}", o.host, o.path), o.size);
+        tasks.push(tokio::spawn(async move {
+            let (st, body) = get(paddr, &u, "GET", "*/*").await;
+            (u, st, body.len() as u64, size)
+        }));
+    }
+    for t in tasks {
+        let (u, st, got, want) = t.await.unwrap();
+        assert_eq!((st.as_u16(), got), (200, want), "{u}");
+    }
+}
+
 /// A served 1412k meh15 page (Algorithm 1 asks for several connections),
 /// the origin's address and the edge's.
 async fn served_page() -> (mewa_corpus::Page, SocketAddr, SocketAddr) {
@@ -144,6 +161,8 @@ fn config(edge: SocketAddr, origin: SocketAddr, dispatch: Dispatch) -> ProxyConf
     cfg.radio_rtt = Some(Duration::from_millis(45));
     cfg.origin_port = origin.port();
     cfg.dispatch = dispatch;
+    // These tests follow the browser's requests; prefetch has its own.
+    cfg.prefetch = false;
     cfg
 }
 
@@ -153,7 +172,7 @@ async fn proxy_follows_the_plan_and_is_not_open() {
     let port = origin_addr.port();
     let root = page.root().unwrap();
     let url = |o: &mewa_corpus::Object| format!("http://{}:{port}{}", o.host, o.path);
-    for dispatch in [Dispatch::Push, Dispatch::PullRate] {
+    for dispatch in [Dispatch::Push, Dispatch::PullRate, Dispatch::Auto] {
         let proxy = Proxy::new(config(edge, origin_addr, dispatch));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let paddr = listener.local_addr().unwrap();
@@ -163,22 +182,11 @@ async fn proxy_follows_the_plan_and_is_not_open() {
         let (st, body) = get(paddr, &url(root), "GET", "text/html").await;
         assert_eq!(st, 200);
         assert_eq!(body.len() as u64, root.size);
-        let mut tasks = Vec::new();
-        for o in page.objects.iter().filter(|o| o.parent.is_some()) {
-            let (u, size) = (url(o), o.size);
-            tasks.push(tokio::spawn(async move {
-                let (st, body) = get(paddr, &u, "GET", "*/*").await;
-                (u, st, body.len() as u64, size)
-            }));
-        }
-        for t in tasks {
-            let (u, st, got, want) = t.await.unwrap();
-            assert_eq!(st, 200, "{dispatch:?} {u}");
-            assert_eq!(got, want, "{dispatch:?} {u}");
-        }
+        fetch_every_object(paddr, &page, port).await;
         let s = &proxy.stats;
         use std::sync::atomic::Ordering::Relaxed;
         assert_eq!(s.forwarded.load(Relaxed), page.objects.len() as u64);
+        assert_eq!(s.prefetch_hits.load(Relaxed), 0, "prefetch was off");
         assert_eq!(s.sessions.load(Relaxed), 1, "one session per page load");
         assert_eq!(s.fallbacks.load(Relaxed), 0, "the hint was followed");
         let session = proxy.session_of(&root.host).await.unwrap();
@@ -199,8 +207,11 @@ async fn proxy_follows_the_plan_and_is_not_open() {
                 assert_eq!(session.held(), 0);
                 assert!(session.outstanding().is_empty());
             }
-            // Every response ended: nothing is counted outstanding.
-            Dispatch::PullRate => assert_eq!(session.outstanding(), vec![0; n]),
+            // Every response ended: nothing is counted outstanding. (Auto
+            // pulls here: nothing is prefetched.)
+            Dispatch::PullRate | Dispatch::Auto => {
+                assert_eq!(session.outstanding(), vec![0; n])
+            }
         }
 
         // Not an open proxy.
@@ -221,6 +232,61 @@ async fn proxy_follows_the_plan_and_is_not_open() {
         assert_eq!(st, 502, "{}", String::from_utf8_lossy(&body));
         assert!(s.refused.load(Relaxed) >= 3);
     }
+}
+
+/// With the hint's URLs the proxy asks for every object once the document
+/// is requested, before the browser does, and answers the browser from
+/// those responses: each object crosses the network once, whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_prefetches_the_objects_the_hint_names() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (page, origin_addr, edge) = served_page().await;
+    let port = origin_addr.port();
+    let root = page.root().unwrap();
+    let url = |o: &mewa_corpus::Object| format!("http://{}:{port}{}", o.host, o.path);
+    let mut cfg = config(edge, origin_addr, Dispatch::Auto);
+    cfg.prefetch = true;
+    let proxy = Proxy::new(cfg);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let paddr = listener.local_addr().unwrap();
+    tokio::spawn(proxy.clone().serve(listener));
+
+    let (st, body) = get(paddr, &url(root), "GET", "text/html").await;
+    assert_eq!((st.as_u16(), body.len() as u64), (200, root.size));
+    let session = proxy.session_of(&root.host).await.unwrap();
+    let objects = page.objects.len() as u64;
+    // Every object is asked for without the browser asking (the page's
+    // objects are on five hosts, all at the origin's address).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while session.requests_per_connection().iter().sum::<u64>() < objects {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "prefetch asked for {:?} of {objects} objects",
+            session.requests_per_connection()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(session.prefetch_counts().0, objects - 1);
+    fetch_every_object(paddr, &page, port).await;
+    assert_eq!(proxy.stats.prefetch_hits.load(Relaxed), objects - 1);
+    assert_eq!(session.prefetch_counts(), (objects - 1, objects - 1));
+    // Nothing was fetched twice.
+    let per = session.requests_per_connection();
+    assert_eq!(per.iter().sum::<u64>(), objects, "{per:?}");
+    assert!(per.iter().filter(|&&r| r > 0).count() > 1, "{per:?}");
+    // Auto pushes a prefetched page: no books, nothing held.
+    assert!(session.outstanding().is_empty());
+    assert_eq!(session.held(), 0);
+    // A second load of an object is not a prefetch hit (the copy was
+    // handed over) but goes to the origin.
+    let o = page.objects.iter().find(|o| o.parent.is_some()).unwrap();
+    let (st, body) = get(paddr, &url(o), "GET", "*/*").await;
+    assert_eq!((st.as_u16(), body.len() as u64), (200, o.size));
+    assert_eq!(proxy.stats.prefetch_hits.load(Relaxed), objects - 1);
+    assert_eq!(
+        session.requests_per_connection().iter().sum::<u64>(),
+        objects + 1
+    );
 }
 
 /// Pull dispatch without the browser: a large leaf waits while no

@@ -239,8 +239,13 @@ fn metrics(edge: &Edge) -> String {
         get(&m.hint_requests),
     );
     counter(
+        "mewa_edge_hints_urls_total",
+        "Hints sent with every object's URL.",
+        get(&m.hints_urls),
+    );
+    counter(
         "mewa_edge_hints_full_total",
-        "Hints sent in full form.",
+        "Hints sent in full form by URL hash (the URLs did not fit).",
         get(&m.hints_full),
     );
     counter(
@@ -332,11 +337,12 @@ async fn status_page(edge: &Edge) -> Result<Response<Full<Bytes>>, String> {
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>mewa edge</title>\
          <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}\
          td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}td:first-child{{text-align:left}}</style>\
-         </head><body><h1>mewa edge</h1><p>DNS queries: {} UDP, {} TCP; hints sent: {} full, {} partial, \
+         </head><body><h1>mewa edge</h1><p>DNS queries: {} UDP, {} TCP; hints sent: {} with URLs, {} full, {} partial, \
          {} unknown page, {} retry over TCP; forwarded: {}; errors: {}. Hint book: {} pages. \
          Store: <code>{}</code>.</p>",
         m.queries_udp.load(Ordering::Relaxed),
         m.queries_tcp.load(Ordering::Relaxed),
+        m.hints_urls.load(Ordering::Relaxed),
         m.hints_full.load(Ordering::Relaxed),
         m.hints_partial.load(Ordering::Relaxed),
         m.hints_unknown.load(Ordering::Relaxed),

@@ -314,7 +314,7 @@ impl Responder {
                 a.page = Some(request.page_url);
                 a.hint = Some(HintServed::Hint {
                     bytes: h.full.len(),
-                    form: Form::Full,
+                    form: Form::WithUrls,
                 });
                 return a;
             }
@@ -615,7 +615,7 @@ mod tests {
         assert!(matches!(
             a.hint,
             Some(HintServed::Hint {
-                form: Form::Full,
+                form: Form::WithUrls,
                 ..
             })
         ));

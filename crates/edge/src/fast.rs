@@ -222,7 +222,7 @@ pub(crate) fn answer(
                     HintPart::Full(&h.full),
                     Some(HintServed::Hint {
                         bytes: h.full.len(),
-                        form: Form::Full,
+                        form: Form::WithUrls,
                     }),
                 ),
             };

@@ -30,17 +30,19 @@ pub struct PageHint {
     pub url: String,
     /// Everything the hint is made from.
     pub ctx: PageContext,
-    /// The full form, wire bytes.
+    /// The full form with every object's URL, wire bytes (what most
+    /// answers carry, encoded once).
     pub full: Vec<u8>,
 }
 
 impl PageHint {
-    /// The hint in at most `budget` bytes: the full form when it fits, else
-    /// the partial form (largest objects listed, the rest per origin), else
-    /// `Err(TooLarge)` (the caller tells the client to retry over TCP).
+    /// The hint in at most `budget` bytes: the full form with URLs when it
+    /// fits, else without them, else the partial form (largest objects
+    /// listed, the rest per origin), else `Err(TooLarge)` (the caller tells
+    /// the client to retry over TCP).
     pub fn within(&self, budget: usize) -> Result<(Cow<'_, [u8]>, Form), WireError> {
         if self.full.len() <= budget {
-            return Ok((Cow::Borrowed(&self.full), Form::Full));
+            return Ok((Cow::Borrowed(&self.full), Form::WithUrls));
         }
         let (b, form) = encode_within(&self.ctx, budget)?;
         Ok((Cow::Owned(b), form))
@@ -81,7 +83,7 @@ impl HintBook {
                 ttl_s: policy.ttl_s,
                 generated_at_unix_s: now_unix_s,
             };
-            let full = match Hint::full(&ctx) {
+            let full = match Hint::with_urls(&ctx) {
                 Ok(h) => h.to_bytes(),
                 Err(e) => {
                     failed.push((url, e));
@@ -195,7 +197,7 @@ pub(crate) mod tests {
         );
         let h = book.by_url("http://big.example/").expect("found");
         let (b, form) = h.within(100_000).expect("fits");
-        assert_eq!(form, Form::Full);
+        assert_eq!(form, Form::WithUrls);
         assert_eq!(b.len(), h.full.len());
         let budget = h.full.len() / 2;
         let (b, form) = h.within(budget).expect("partial fits");

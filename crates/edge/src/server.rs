@@ -54,7 +54,9 @@ pub struct Metrics {
     pub queries_tcp: AtomicU64,
     /// Queries that asked for a hint (option or TXT).
     pub hint_requests: AtomicU64,
-    /// Hints sent in full form.
+    /// Hints sent with every object's URL.
+    pub hints_urls: AtomicU64,
+    /// Hints sent in full form by hash (the URLs did not fit).
     pub hints_full: AtomicU64,
     /// Hints sent in partial form.
     pub hints_partial: AtomicU64,
@@ -86,10 +88,10 @@ impl Metrics {
         self.hint_requests.fetch_add(1, Ordering::Relaxed);
         match h {
             HintServed::Hint { bytes, form } => {
-                let c = if matches!(form, mewa_hint::wire::Form::Full) {
-                    &self.hints_full
-                } else {
-                    &self.hints_partial
+                let c = match form {
+                    mewa_hint::wire::Form::WithUrls => &self.hints_urls,
+                    mewa_hint::wire::Form::Full => &self.hints_full,
+                    mewa_hint::wire::Form::Partial { .. } => &self.hints_partial,
                 };
                 c.fetch_add(1, Ordering::Relaxed);
                 let b = *bytes as u64;

@@ -150,7 +150,7 @@ async fn edge_serves_hints_measures_origins_and_reports() {
     assert!(body.contains("www.shop.example"), "{body}");
     let (st, body) = http_get(admin_addr, "/metrics").await;
     assert_eq!(st, 200);
-    assert!(body.contains("mewa_edge_hints_full_total 1"), "{body}");
+    assert!(body.contains("mewa_edge_hints_urls_total 1"), "{body}");
     assert!(body.contains("mewa_edge_hint_bytes_count 1"), "{body}");
     let (st, body) = http_get(admin_addr, "/").await;
     assert_eq!(st, 200);

@@ -14,7 +14,8 @@
 //! byte 0   version = 1
 //! byte 1   flags: bit 0 COMPRESSED (body is raw DEFLATE)
 //!                 bit 1 PARTIAL    (degraded form: per-origin aggregates)
-//!                 bits 2–7 must be 0
+//!                 bit 2 PATHS      (listed objects carry their URL paths)
+//!                 bits 3–7 must be 0
 //! body     (after inflating when COMPRESSED); integers are minimal LEB128
 //!          varints unless a width is given; strings are varint length + UTF-8:
 //!   generated_at_unix_s, ttl_s, alpha_milli (α·1000), computation_ms + 1 (0 = unknown),
@@ -24,6 +25,7 @@
 //!   origin_count, origin_count × {
 //!       host, rtt_100us + 1 (0 = unknown; RTT in units of 100 µs), rtt_age_s,
 //!       listed, listed × { url_hash (hash_width bytes, LE), size_code (1 byte) },
+//!       if PATHS: listed × { shared (varint), suffix (string) },
 //!       if PARTIAL: unlisted_count, unlisted_bytes }
 //! ```
 //!
@@ -38,6 +40,19 @@
 //!   optimum); the page total stays exact.
 //! - How an object is discovered stays in the edge's store; the client's
 //!   algorithms do not read it per object, so the hint leaves it out.
+//!
+//! **URLs (PATHS).** Seed 000's client "reads and rebuilds the meta-data
+//! information of each embedded object … to determine the URLs … to be
+//! requested" and then "sends requests to all embedded URLs on parallel
+//! connections": with URLs it can ask for the page's objects before the
+//! document reveals them, which removes the discovery idle time that §III
+//! assumes away. A hash cannot be requested, so the preferred form also
+//! carries each listed object's path (everything after `scheme://host`,
+//! with the page URL's scheme; empty when the object's URL has another
+//! scheme or a port). Paths are front-coded against the previous path of
+//! the same origin (`shared` leading bytes kept, `suffix` appended), which
+//! with DEFLATE on top costs a few bytes per object on typical sites. The
+//! decoder checks every rebuilt URL against its listed hash.
 //!
 //! The **full form** lists every distinct object URL. When it would not fit
 //! the caller's budget (1232 bytes, the usual EDNS UDP cap, for a DNS answer),
@@ -60,6 +75,9 @@ pub const FLAG_COMPRESSED: u8 = 0b01;
 
 /// Flag: the body is the partial (degraded) form.
 pub const FLAG_PARTIAL: u8 = 0b10;
+
+/// Flag: listed objects carry their URL paths.
+pub const FLAG_PATHS: u8 = 0b100;
 
 /// The usual EDNS(0) UDP payload cap (DNS flag day 2020); a hint meant for one
 /// UDP answer should fit well inside it.
@@ -151,6 +169,10 @@ pub struct HintOrigin {
     pub rtt_age_s: u32,
     /// Objects of this origin listed individually.
     pub objects: Vec<HintObject>,
+    /// With [`FLAG_PATHS`]: each listed object's URL path (what follows
+    /// `scheme://host`), in the order of [`HintOrigin::objects`]; an empty
+    /// path is unknown. `None`: the hint names objects by hash only.
+    pub paths: Option<Vec<String>>,
     /// Partial form only: objects of this origin not listed, and their bytes
     /// (exact).
     pub unlisted: Option<(u32, u64)>,
@@ -192,7 +214,10 @@ pub struct Hint {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Form {
-    /// Every object listed.
+    /// Every object listed with its URL (the client can request them
+    /// before discovering them).
+    WithUrls,
+    /// Every object listed, by hash only.
     Full,
     /// The largest `listed` objects listed, the rest as per-origin aggregates.
     Partial {
@@ -243,8 +268,18 @@ pub fn size_from_code(code: u8) -> Option<u64> {
 }
 
 impl Hint {
-    /// The full-form hint for a page context.
+    /// The full-form hint for a page context: every object by hash and size.
     pub fn full(ctx: &PageContext) -> Result<Hint, WireError> {
+        Hint::build(ctx, false)
+    }
+
+    /// The full form with every listed object's URL path ([`FLAG_PATHS`]):
+    /// what the client needs to request objects before it discovers them.
+    pub fn with_urls(ctx: &PageContext) -> Result<Hint, WireError> {
+        Hint::build(ctx, true)
+    }
+
+    fn build(ctx: &PageContext, urls: bool) -> Result<Hint, WireError> {
         let page = &ctx.page;
         if !(ctx.alpha.is_finite() && ctx.alpha >= 0.0) {
             return Err(WireError::Inconsistent(
@@ -259,7 +294,7 @@ impl Hint {
             });
         }
         // Distinct URLs per origin; a URL loaded twice keeps its larger size.
-        let mut per_origin: Vec<Vec<(u32, Option<u64>)>> = vec![Vec::new(); hosts.len()];
+        let mut per_origin: Vec<Vec<(u32, Option<u64>, &str)>> = vec![Vec::new(); hosts.len()];
         // Index of each host and of each (host, URL): linear in the objects, so
         // a hostile recording with many objects cannot make this quadratic.
         let host_index: HashMap<&str, usize> =
@@ -280,7 +315,7 @@ impl Hint {
                 }
                 None => {
                     seen.insert((i, url), per_origin[i].len());
-                    per_origin[i].push((url_hash(url), o.size));
+                    per_origin[i].push((url_hash(url), o.size, url));
                 }
             }
         }
@@ -288,13 +323,14 @@ impl Hint {
             .into_iter()
             .find(|&w| {
                 per_origin.iter().all(|objs| {
-                    let mut hs: Vec<u32> = objs.iter().map(|(h, _)| h & hash_mask(w)).collect();
+                    let mut hs: Vec<u32> = objs.iter().map(|o| o.0 & hash_mask(w)).collect();
                     hs.sort_unstable();
                     hs.windows(2).all(|p| p[0] != p[1])
                 })
             })
             .unwrap_or(4);
         let mask = hash_mask(hash_width);
+        let scheme = page.url.split_once("://").map(|(s, _)| s);
         let mut object_count = 0u64;
         let origins = hosts
             .iter()
@@ -310,9 +346,14 @@ impl Hint {
                             clamp_u32(ctx.generated_at_unix_s.saturating_sub(o.measured_at_unix_s))
                         })
                         .unwrap_or(0),
+                    paths: urls.then(|| {
+                        objs.iter()
+                            .map(|o| path_of(o.2, scheme, h).unwrap_or_default().to_string())
+                            .collect()
+                    }),
                     objects: objs
-                        .into_iter()
-                        .map(|(hash, size)| HintObject {
+                        .iter()
+                        .map(|&(hash, size, _)| HintObject {
                             url_hash: hash & mask,
                             size_code: size_code(size),
                         })
@@ -363,9 +404,13 @@ impl Hint {
                 keep.sort_unstable();
                 let (mut uc, mut ub) = o.unlisted.unwrap_or((0, 0));
                 let mut objects = Vec::new();
+                let mut paths = o.paths.as_ref().map(|_| Vec::new());
                 for (j, x) in o.objects.iter().enumerate() {
                     if keep.binary_search(&j).is_ok() {
                         objects.push(*x);
+                        if let (Some(kept), Some(all)) = (&mut paths, &o.paths) {
+                            kept.push(all.get(j).cloned().unwrap_or_default());
+                        }
                     } else {
                         uc = uc.saturating_add(1);
                         ub = ub.saturating_add(x.size().unwrap_or(0));
@@ -373,6 +418,7 @@ impl Hint {
                 }
                 HintOrigin {
                     objects,
+                    paths,
                     unlisted: Some((uc, ub)),
                     ..o.clone()
                 }
@@ -394,6 +440,32 @@ impl Hint {
     /// [`Hint::hash_width`]): listed hashes are `url_hash(url) & mask`.
     pub fn hash_mask(&self) -> u32 {
         hash_mask(self.hash_width)
+    }
+
+    /// Whether listed objects carry their URL paths.
+    pub fn has_paths(&self) -> bool {
+        self.origins.iter().any(|o| o.paths.is_some())
+    }
+
+    /// This hint without URL paths (objects by hash only).
+    pub fn without_paths(&self) -> Hint {
+        let mut h = self.clone();
+        for o in &mut h.origins {
+            o.paths = None;
+        }
+        h
+    }
+
+    /// The URL of origin `origin`'s listed object `j`, when the hint
+    /// carries its path: the page URL's scheme, the origin's host, the path.
+    pub fn object_url(&self, origin: usize, j: usize) -> Option<String> {
+        let o = self.origins.get(origin)?;
+        let path = o.paths.as_ref()?.get(j)?;
+        if path.is_empty() {
+            return None;
+        }
+        let (scheme, _) = self.page_url.split_once("://")?;
+        Some(format!("{scheme}://{}{path}", o.host))
     }
 
     /// The listed object with this URL, when the hint lists it.
@@ -421,6 +493,7 @@ impl Hint {
         b.push(self.hash_width);
         put_varint(&mut b, self.origins.len() as u64);
         let w = usize::from(self.hash_width.clamp(2, 4));
+        let paths = self.has_paths();
         for o in &self.origins {
             put_str(&mut b, &o.host);
             put_varint(&mut b, o.rtt_100us.map_or(0, |r| u64::from(r) + 1));
@@ -429,6 +502,20 @@ impl Hint {
             for x in &o.objects {
                 b.extend_from_slice(&x.url_hash.to_le_bytes()[..w]);
                 b.push(x.size_code);
+            }
+            if paths {
+                let mut prev = "";
+                for j in 0..o.objects.len() {
+                    let p = o
+                        .paths
+                        .as_ref()
+                        .and_then(|ps| ps.get(j))
+                        .map_or("", String::as_str);
+                    let shared = shared_prefix(prev, p);
+                    put_varint(&mut b, shared as u64);
+                    put_str(&mut b, &p[shared..]);
+                    prev = p;
+                }
             }
             if self.partial {
                 let (c, bytes) = o.unlisted.unwrap_or((0, 0));
@@ -442,7 +529,7 @@ impl Hint {
     /// Encodes with header, compressing when that is smaller.
     pub fn to_bytes(&self) -> Vec<u8> {
         let body = self.body();
-        let flags = if self.partial { FLAG_PARTIAL } else { 0 };
+        let flags = self.flags();
         if let Some(z) = deflate(&body) {
             if z.len() < body.len() {
                 let mut out = vec![VERSION, flags | FLAG_COMPRESSED];
@@ -457,9 +544,21 @@ impl Hint {
 
     /// Encodes uncompressed (for tests and debugging: stable byte vectors).
     pub fn to_bytes_uncompressed(&self) -> Vec<u8> {
-        let mut out = vec![VERSION, if self.partial { FLAG_PARTIAL } else { 0 }];
+        let mut out = vec![VERSION, self.flags()];
         out.extend_from_slice(&self.body());
         out
+    }
+
+    /// Header flags for this hint's body (compression aside).
+    fn flags(&self) -> u8 {
+        let mut f = 0;
+        if self.partial {
+            f |= FLAG_PARTIAL;
+        }
+        if self.has_paths() {
+            f |= FLAG_PATHS;
+        }
+        f
     }
 
     /// Decodes and validates a hint. Never panics; every malformed input gives
@@ -472,7 +571,7 @@ impl Hint {
             return Err(WireError::Version(bytes[0]));
         }
         let flags = bytes[1];
-        if flags & !(FLAG_COMPRESSED | FLAG_PARTIAL) != 0 {
+        if flags & !(FLAG_COMPRESSED | FLAG_PARTIAL | FLAG_PATHS) != 0 {
             return Err(WireError::Flags(flags));
         }
         let inflated;
@@ -489,6 +588,7 @@ impl Hint {
             &bytes[2..]
         };
         let partial = flags & FLAG_PARTIAL != 0;
+        let with_paths = flags & FLAG_PATHS != 0;
         let mut r = Reader { buf: body, pos: 0 };
         let generated_at_unix_s = r.varint("generated_at")?;
         let ttl_s = r.u32("ttl")?;
@@ -523,6 +623,15 @@ impl Hint {
                     size_code: r.byte("object size")?,
                 });
             }
+            let paths = if with_paths {
+                let scheme = page_url
+                    .split_once("://")
+                    .map(|(s, _)| s)
+                    .ok_or(WireError::Inconsistent("paths without a page URL scheme"))?;
+                Some(r.paths(&objects, scheme, &host, hash_mask(hash_width))?)
+            } else {
+                None
+            };
             listed += n as u64;
             let agg = if partial {
                 let c = r.u32("unlisted count")?;
@@ -536,6 +645,7 @@ impl Hint {
                 rtt_100us,
                 rtt_age_s,
                 objects,
+                paths,
                 unlisted: agg,
             });
         }
@@ -562,10 +672,21 @@ impl Hint {
     }
 }
 
-/// Encodes a page context into at most `budget` bytes: the full form when it
-/// fits, else the partial form listing as many of the largest objects as fit.
+/// Encodes a page context into at most `budget` bytes: the full form with
+/// URLs when it fits, else the full form by hash, else the partial form
+/// listing as many of the largest objects as fit.
+///
+/// Why URLs go first and are dropped before any object is: with URLs the
+/// client can request the page's objects before it discovers them; by hash
+/// it can still balance every object it later discovers, which a partial
+/// list would lose.
 pub fn encode_within(ctx: &PageContext, budget: usize) -> Result<(Vec<u8>, Form), WireError> {
-    let full = Hint::full(ctx)?;
+    let urls = Hint::with_urls(ctx)?;
+    let bytes = urls.to_bytes();
+    if bytes.len() <= budget {
+        return Ok((bytes, Form::WithUrls));
+    }
+    let full = urls.without_paths();
     let bytes = full.to_bytes();
     if bytes.len() <= budget {
         return Ok((bytes, Form::Full));
@@ -597,6 +718,29 @@ pub fn encode_within(ctx: &PageContext, budget: usize) -> Result<(Vec<u8>, Form)
 
 fn clamp_u32(v: u64) -> u32 {
     u32::try_from(v).unwrap_or(u32::MAX)
+}
+
+/// The path of `url` on `host` under the page's `scheme`: what follows
+/// `scheme://host`, when that is how the URL starts and a path follows
+/// (`None` for another scheme, a port or user info).
+fn path_of<'u>(url: &'u str, scheme: Option<&str>, host: &str) -> Option<&'u str> {
+    // Exact prefixes only: the client rebuilds `scheme://host` + path, and
+    // the result must hash as the URL did (a URL spelling its host in
+    // capitals keeps no path).
+    let path = url
+        .strip_prefix(scheme?)?
+        .strip_prefix("://")?
+        .strip_prefix(host)?;
+    path.starts_with('/').then_some(path)
+}
+
+/// Bytes `a` and `b` share at their start, on a character boundary of both.
+fn shared_prefix(a: &str, b: &str) -> usize {
+    let mut n = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    while !(a.is_char_boundary(n) && b.is_char_boundary(n)) {
+        n -= 1;
+    }
+    n
 }
 
 fn deflate(body: &[u8]) -> Option<Vec<u8>> {
@@ -716,6 +860,48 @@ impl Reader<'_> {
         let s = self.bytes(len as usize, field)?;
         String::from_utf8(s.to_vec()).map_err(|_| WireError::String(field))
     }
+
+    /// The front-coded paths of one origin's listed `objects`, each checked
+    /// against its listed hash (`mask` of [`url_hash`] of the URL rebuilt
+    /// with `scheme` and `host`).
+    fn paths(
+        &mut self,
+        objects: &[HintObject],
+        scheme: &str,
+        host: &str,
+        mask: u32,
+    ) -> Result<Vec<String>, WireError> {
+        let mut out: Vec<String> = Vec::with_capacity(objects.len());
+        for x in objects {
+            let prev = out.last().map_or("", String::as_str);
+            let shared = self.varint("path shared prefix")?;
+            let shared = usize::try_from(shared)
+                .ok()
+                .filter(|&n| n <= prev.len() && prev.is_char_boundary(n))
+                .ok_or(WireError::Range {
+                    field: "path shared prefix",
+                    value: shared,
+                })?;
+            let suffix = self.string("path")?;
+            if shared + suffix.len() > MAX_STRING {
+                return Err(WireError::String("path"));
+            }
+            let path = format!("{}{suffix}", &prev[..shared]);
+            if !path.is_empty() {
+                if !path.starts_with('/') {
+                    return Err(WireError::String("path"));
+                }
+                let url = format!("{scheme}://{host}{path}");
+                if url_hash(&url) & mask != x.url_hash {
+                    return Err(WireError::Inconsistent(
+                        "a listed path does not match its URL hash",
+                    ));
+                }
+            }
+            out.push(path);
+        }
+        Ok(out)
+    }
 }
 
 #[cfg(test)]
@@ -826,6 +1012,102 @@ mod tests {
     }
 
     #[test]
+    fn byte_vector_with_urls() {
+        let h = Hint::with_urls(&ctx()).unwrap();
+        let b = h.to_bytes_uncompressed();
+        assert_eq!(b[1], FLAG_PATHS);
+        let mut expect = Hint::full(&ctx()).unwrap().to_bytes_uncompressed();
+        expect[1] = FLAG_PATHS;
+        // After a.io's two objects (b.io's 11 bytes follow them): "/", then
+        // "/y.png" sharing one byte with it.
+        let a_end = expect.len() - 11;
+        let mut a_paths = vec![0u8, 1, b'/', 1, 5];
+        a_paths.extend_from_slice(b"y.png");
+        expect.splice(a_end..a_end, a_paths);
+        // After b.io's one object, at the very end: "/x.js".
+        expect.extend_from_slice(&[0, 5]);
+        expect.extend_from_slice(b"/x.js");
+        assert_eq!(b, expect);
+        let d = Hint::from_bytes(&b).unwrap();
+        assert_eq!(d, h);
+        assert_eq!(d.object_url(0, 0).as_deref(), Some("http://a.io/"));
+        assert_eq!(d.object_url(0, 1).as_deref(), Some("http://a.io/y.png"));
+        assert_eq!(d.object_url(1, 0).as_deref(), Some("http://b.io/x.js"));
+        assert_eq!(d.object_url(1, 1), None);
+        assert_eq!(Hint::from_bytes(&h.to_bytes()).unwrap(), h);
+        assert_eq!(d.without_paths(), Hint::full(&ctx()).unwrap());
+    }
+
+    #[test]
+    fn paths_that_do_not_rebuild_the_url_are_left_empty() {
+        let mut c = ctx();
+        c.page
+            .objects
+            .push(obj("https://a.io/other-scheme.js", Some(5)));
+        c.page
+            .objects
+            .push(obj("http://a.io:8080/port.js", Some(5)));
+        let h = Hint::with_urls(&c).unwrap();
+        let paths = h.origins[0].paths.as_ref().unwrap();
+        assert_eq!(paths, &["/", "/y.png", "", ""]);
+        let d = Hint::from_bytes(&h.to_bytes()).unwrap();
+        assert_eq!(d.object_url(0, 2), None);
+        assert_eq!(d, h);
+    }
+
+    #[test]
+    fn rejects_paths_that_contradict_their_hash_or_prefix() {
+        let good = Hint::with_urls(&ctx()).unwrap().to_bytes_uncompressed();
+        // "/y.png" → "/z.png": no longer the listed hash.
+        let at = good.windows(5).position(|w| w == b"y.png").unwrap();
+        let mut bad = good.clone();
+        bad[at] = b'z';
+        assert_eq!(
+            Hint::from_bytes(&bad),
+            Err(WireError::Inconsistent(
+                "a listed path does not match its URL hash"
+            ))
+        );
+        // Sharing 2 bytes with the 1-byte previous path.
+        let mut bad = good.clone();
+        bad[at - 2] = 2;
+        assert!(matches!(
+            Hint::from_bytes(&bad),
+            Err(WireError::Range {
+                field: "path shared prefix",
+                ..
+            })
+        ));
+        // A path that does not start with '/'.
+        let at = good.windows(5).position(|w| w == b"/x.js").unwrap();
+        let mut bad = good.clone();
+        bad[at] = b'x';
+        assert_eq!(Hint::from_bytes(&bad), Err(WireError::String("path")));
+        for cut in 2..good.len() {
+            assert!(Hint::from_bytes(&good[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn encode_within_drops_urls_before_objects() {
+        let mut c = ctx();
+        for i in 0..40u64 {
+            c.page.objects.push(obj(
+                &format!("http://a.io/assets/{i}-{}.js", i * 7_919_993),
+                Some(1000 + i),
+            ));
+        }
+        let with = Hint::with_urls(&c).unwrap().to_bytes().len();
+        let without = Hint::full(&c).unwrap().to_bytes().len();
+        assert!(without < with);
+        let (b, form) = encode_within(&c, with).unwrap();
+        assert_eq!((b.len(), form), (with, Form::WithUrls));
+        let (b, form) = encode_within(&c, with - 1).unwrap();
+        assert_eq!((b.len(), form), (without, Form::Full));
+        assert!(!Hint::from_bytes(&b).unwrap().has_paths());
+    }
+
+    #[test]
     fn compressed_round_trip_and_lookup() {
         let h = Hint::full(&ctx()).unwrap();
         let d = Hint::from_bytes(&h.to_bytes()).unwrap();
@@ -918,7 +1200,7 @@ mod tests {
         let good = Hint::full(&ctx()).unwrap().to_bytes_uncompressed();
         assert_eq!(Hint::from_bytes(&[1]), Err(WireError::TooShort(1)));
         assert_eq!(Hint::from_bytes(&[2, 0]), Err(WireError::Version(2)));
-        assert_eq!(Hint::from_bytes(&[1, 4]), Err(WireError::Flags(4)));
+        assert_eq!(Hint::from_bytes(&[1, 8]), Err(WireError::Flags(8)));
         for cut in 2..good.len() {
             assert!(Hint::from_bytes(&good[..cut]).is_err(), "cut at {cut}");
         }
@@ -963,7 +1245,7 @@ mod tests {
         }
 
         #[test]
-        fn header_then_random_body_never_panics(flags in 0u8..4, b in proptest::collection::vec(any::<u8>(), 0..1024)) {
+        fn header_then_random_body_never_panics(flags in 0u8..8, b in proptest::collection::vec(any::<u8>(), 0..1024)) {
             let mut v = vec![VERSION, flags];
             v.extend_from_slice(&b);
             let _ = Hint::from_bytes(&v);
@@ -987,6 +1269,16 @@ mod tests {
             }
             let p = h.partial(keep);
             prop_assert_eq!(p.listed(), keep.min(sizes.len()));
+            prop_assert_eq!(Hint::from_bytes(&p.to_bytes()).unwrap(), p);
+            // With URLs, in full and in partial form.
+            c.page.url = "https://h0.example/".into();
+            let u = Hint::with_urls(&c).unwrap();
+            let d = Hint::from_bytes(&u.to_bytes()).unwrap();
+            prop_assert_eq!(&d, &u);
+            for (j, i) in (0..sizes.len()).filter(|i| i % hosts == 0).enumerate() {
+                prop_assert_eq!(d.object_url(0, j), Some(format!("https://h0.example/{i}")));
+            }
+            let p = u.partial(keep);
             prop_assert_eq!(Hint::from_bytes(&p.to_bytes()).unwrap(), p);
         }
     }

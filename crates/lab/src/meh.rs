@@ -66,9 +66,25 @@ pub enum Dispatch {
     /// its delivery rate over the last RTT and goes there once that one
     /// holds less than twice that rate's worth; leaves larger than two
     /// initial windows only go to a connection that has moved that much in
-    /// an RTT ([`LoadOptions::pull_follow`]). The default: a connection
-    /// that cubic's HyStart leaves at a small window then carries little.
+    /// an RTT ([`LoadOptions::pull_follow`]): a connection that cubic's
+    /// HyStart leaves at a small window then carries little.
     PullRate,
+    /// The default: [`Dispatch::Push`] when the client prefetches the
+    /// page's objects from the hint's URLs (every connection then starts
+    /// at once with its share known, the static split's own premise),
+    /// [`Dispatch::PullRate`] otherwise.
+    Auto,
+}
+
+impl Dispatch {
+    /// What `Auto` means for a load that prefetches (`prefetching`) or not.
+    pub fn resolve(self, prefetching: bool) -> Dispatch {
+        match self {
+            Dispatch::Auto if prefetching => Dispatch::Push,
+            Dispatch::Auto => Dispatch::PullRate,
+            d => d,
+        }
+    }
 }
 
 impl std::str::FromStr for Dispatch {
@@ -78,8 +94,9 @@ impl std::str::FromStr for Dispatch {
             "push" => Ok(Dispatch::Push),
             "pull" => Ok(Dispatch::Pull),
             "pull-rate" => Ok(Dispatch::PullRate),
+            "auto" => Ok(Dispatch::Auto),
             _ => Err(format!(
-                "unknown dispatch {s:?}: use push, pull or pull-rate"
+                "unknown dispatch {s:?}: use auto, push, pull or pull-rate"
             )),
         }
     }
@@ -133,6 +150,12 @@ pub struct MehConfig {
     pub policy: Policy,
     /// When leaves are requested.
     pub dispatch: Dispatch,
+    /// With the hint, request every object whose URL the hint carries
+    /// right after the document (seed 000 §II: the client "sends requests
+    /// to all embedded URLs on parallel connections"); off, objects are
+    /// requested as the page reveals them and the hint only sets n and
+    /// the assignment.
+    pub prefetch: bool,
     /// TCP congestion control of the origin.
     pub congestion: String,
     /// The test CA's folder.
@@ -163,7 +186,8 @@ impl MehConfig {
             runs: 30,
             planned_bandwidth_bps: 32e6,
             policy: Policy::WarmFirst,
-            dispatch: Dispatch::PullRate,
+            dispatch: Dispatch::Auto,
+            prefetch: true,
             congestion: "cubic".into(),
             ca_dir,
             store_path,
@@ -261,8 +285,8 @@ pub struct MehPage {
     /// Hint size as received over DNS, bytes (the partial form when the
     /// full one did not fit the answer; 0 when no hint came).
     pub hint_bytes: usize,
-    /// Size of the full hint (every object listed), bytes: what "hints of
-    /// at most 1 KB" is measured on.
+    /// Size of the full hint (every object listed with its URL), bytes:
+    /// what "hints of at most 1 KB" is measured on.
     pub full_hint_bytes: Option<usize>,
     /// Median PLT without the hint, seconds.
     pub median_without_s: Option<f64>,
@@ -530,6 +554,7 @@ fn one_load(
     let bw = cfg.planned_bandwidth_bps;
     let policy = cfg.policy;
     let dispatch = cfg.dispatch;
+    let prefetch = cfg.prefetch;
     let timeout = cfg.timeout;
     let scheme = scheme_of(page);
     bed.in_client(|| async move {
@@ -562,8 +587,11 @@ fn one_load(
             opts.connections = p.n as usize;
             opts.preconnect = p.n > 1;
             opts.assign = Arc::new(PlanAssign::new(p, scheme, policy));
-            match dispatch {
-                Dispatch::Push => {}
+            if prefetch {
+                opts.prefetch = p.urls.clone();
+            }
+            match dispatch.resolve(!opts.prefetch.is_empty()) {
+                Dispatch::Push | Dispatch::Auto => {}
                 Dispatch::Pull => opts.pull_budget = Some(plan_bdp_bytes(p)),
                 Dispatch::PullRate => {
                     opts.pull_budget = Some(PULL_FLOOR_BYTES);
@@ -689,7 +717,7 @@ fn to_run(page: &Page, run: usize, with_hint: bool, rec: &LoadRecord, l: &Lookup
 }
 
 /// The full hint of `page` as the edge encodes it (every host with the
-/// wired RTT), bytes.
+/// wired RTT, every object with its URL), bytes.
 pub fn full_hint_bytes(page: &Page, wired_ms: Option<f64>) -> Option<usize> {
     let meta = mewa_corpus::convert::to_page_meta(page);
     let now = now_unix_s();
@@ -709,7 +737,7 @@ pub fn full_hint_bytes(page: &Page, wired_ms: Option<f64>) -> Option<usize> {
         ttl_s: 3600,
         generated_at_unix_s: now,
     };
-    mewa_hint::wire::Hint::full(&ctx)
+    mewa_hint::wire::Hint::with_urls(&ctx)
         .ok()
         .map(|h| h.to_bytes().len())
 }
@@ -936,11 +964,13 @@ pub fn browser_runs(
                 let mut pc = mewa_client::proxy::ProxyConfig::new(edge, cfg.planned_bandwidth_bps);
                 pc.origin_port = PORT_PLAIN;
                 pc.use_hints = with_hint;
+                pc.prefetch = cfg.prefetch;
                 pc.warm_first = cfg.policy == Policy::WarmFirst;
                 // The proxy pulls at the rate as the loader does; it has no
                 // fixed-budget pull, so `Pull` runs it as seed 000 pushes.
                 pc.dispatch = match cfg.dispatch {
                     Dispatch::PullRate => mewa_client::proxy::Dispatch::PullRate,
+                    Dispatch::Auto => mewa_client::proxy::Dispatch::Auto,
                     Dispatch::Push | Dispatch::Pull => mewa_client::proxy::Dispatch::Push,
                 };
                 let (port_tx, port_rx) = mpsc::channel::<Result<u16, String>>();

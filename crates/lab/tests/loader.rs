@@ -366,3 +366,65 @@ async fn failures_are_recorded_not_fatal() {
     assert!(load(&page, &o).await.is_err());
     r.stop().await;
 }
+
+/// With the object URLs a hint carries, every listed object is requested
+/// before the document has arrived (nothing waits for its discovery), and
+/// once: discovery later finds it already requested.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefetch_requests_listed_objects_before_they_are_discovered() {
+    let mut corpus = generate_with(
+        Preset::Complat,
+        1,
+        &Options {
+            share: Some(0.2),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    corpus.pages.truncate(1);
+    let page = corpus.pages[0].clone();
+    let r = start(&corpus, "prefetch").await;
+    let mut o = r.opts(Protocol::H2, false);
+    let root = page.root().unwrap();
+    // Every object but one leaf, and a URL the page does not have.
+    let skipped = page
+        .objects
+        .iter()
+        .rfind(|x| x.parent.is_some())
+        .unwrap()
+        .id;
+    o.prefetch = page
+        .objects
+        .iter()
+        .filter(|x| x.parent.is_some() && x.id != skipped)
+        .map(|x| x.url("http"))
+        .chain(["http://elsewhere.example/not-in-the-page.js".to_string()])
+        .collect();
+    let rec = load(&page, &o).await.unwrap();
+    assert!(rec.ok(), "{:?}", rec.errors);
+    assert_eq!(rec.objects.len(), page.objects.len(), "each object once");
+    assert_eq!(rec.body_bytes(), page.total_bytes());
+    let root_end = rec
+        .objects
+        .iter()
+        .find(|t| t.id == root.id)
+        .unwrap()
+        .end_us
+        .unwrap();
+    for t in &rec.objects {
+        if t.id == root.id {
+            continue;
+        }
+        if t.id == skipped {
+            assert!(t.discovered_us >= root_end, "unlisted object {}", t.id);
+        } else {
+            assert!(
+                t.request_us < root_end,
+                "object {} requested at {} µs, the document ended at {root_end} µs",
+                t.id,
+                t.request_us
+            );
+        }
+    }
+    r.stop().await;
+}

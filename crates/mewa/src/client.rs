@@ -50,12 +50,18 @@ struct ProxyArgs {
     /// Ignore hints: one connection per origin (the baseline).
     #[arg(long)]
     no_hints: bool,
-    /// When images, fonts and media go upstream: `pull-rate` (default:
-    /// each waits in the proxy for the connection that would finish it
-    /// first at its delivery rate over the last RTT) or `push` (as the
-    /// browser asks, on the connection the hint's size-balanced assignment
-    /// chose: seed 000 as written).
-    #[arg(long, default_value = "pull-rate", value_parser = parse_dispatch)]
+    /// Do not request the objects a hint names before the browser asks for
+    /// them (by default the proxy fetches them as soon as the document's
+    /// request is out and answers the browser from those responses).
+    #[arg(long)]
+    no_prefetch: bool,
+    /// When images, fonts and media go upstream: `pull-rate` (each waits
+    /// in the proxy for the connection that would finish it first at its
+    /// delivery rate over the last RTT), `push` (as the browser asks, on
+    /// the connection the hint's size-balanced assignment chose: seed 000
+    /// as written) or `auto` (default: push when the page's objects are
+    /// prefetched from the hint's URLs, pull-rate otherwise).
+    #[arg(long, default_value = "auto", value_parser = parse_dispatch)]
     dispatch: mewa_client::proxy::Dispatch,
     /// Serve TLS, HTTP/2 by ALPN, with a certificate from the test CA (the
     /// browser then sends every request of a page at once; over HTTP/1.1 it
@@ -72,7 +78,8 @@ fn parse_dispatch(s: &str) -> Result<mewa_client::proxy::Dispatch, String> {
     match s {
         "push" => Ok(mewa_client::proxy::Dispatch::Push),
         "pull-rate" => Ok(mewa_client::proxy::Dispatch::PullRate),
-        other => Err(format!("`{other}`: give push or pull-rate")),
+        "auto" => Ok(mewa_client::proxy::Dispatch::Auto),
+        other => Err(format!("`{other}`: give auto, push or pull-rate")),
     }
 }
 
@@ -192,6 +199,7 @@ fn proxy_cmd(a: &ProxyArgs) -> anyhow::Result<()> {
     let mut cfg = mewa_client::proxy::ProxyConfig::new(a.edge, a.mbit * 1e6);
     cfg.origin_port = a.origin_port;
     cfg.use_hints = !a.no_hints;
+    cfg.prefetch = !a.no_prefetch;
     cfg.dispatch = a.dispatch;
     if let Some(ms) = a.radio_rtt_ms {
         if !(ms.is_finite() && (0.0..10_000.0).contains(&ms)) {
@@ -236,8 +244,15 @@ fn proxy_cmd(a: &ProxyArgs) -> anyhow::Result<()> {
             match a.dispatch {
                 mewa_client::proxy::Dispatch::Push => "push",
                 mewa_client::proxy::Dispatch::PullRate => "pull-rate",
+                mewa_client::proxy::Dispatch::Auto => "auto",
             },
-            if a.no_hints { ", hints off" } else { "" }
+            if a.no_hints {
+                ", hints off"
+            } else if a.no_prefetch {
+                ", no prefetch"
+            } else {
+                ""
+            }
         );
         let proxy = mewa_client::proxy::Proxy::new(cfg);
         let serving = async move {

@@ -130,6 +130,8 @@ struct Sized {
     full_plain_bytes: usize,
     /// Full form, as sent (compressed when smaller).
     full_bytes: usize,
+    /// Full form with every object's URL path, as sent.
+    urls_bytes: usize,
     /// What is sent within the budget.
     sent_bytes: usize,
     form: Form,
@@ -143,6 +145,7 @@ fn measure(
 ) -> anyhow::Result<(Sized, Vec<u8>)> {
     let ctx = args.context(page, now)?;
     let full = Hint::full(&ctx)?;
+    let urls = Hint::with_urls(&ctx)?;
     let (bytes, form) = encode_within(&ctx, args.budget)
         .with_context(|| format!("encoding the hint for {}", page.url))?;
     Ok((
@@ -156,6 +159,7 @@ fn measure(
             computation_ms: page.computation_ms,
             full_plain_bytes: full.to_bytes_uncompressed().len(),
             full_bytes: full.to_bytes().len(),
+            urls_bytes: urls.to_bytes().len(),
             sent_bytes: bytes.len(),
             form,
         },
@@ -205,13 +209,15 @@ fn encode(path: &Path, args: &ContextArgs, hex: bool, json: bool) -> anyhow::Res
                 .map_or(String::new(), |c| format!(", computation {c} ms"))
         );
         println!(
-            "hint      {} bytes sent ({}); full form {} bytes compressed, {} uncompressed",
+            "hint      {} bytes sent ({}); with URLs {} bytes, full form {} bytes compressed, {} uncompressed",
             s.sent_bytes,
             match s.form {
-                Form::Full => "full form".to_string(),
+                Form::WithUrls => "every object with its URL".to_string(),
+                Form::Full => "full form, URLs left out".to_string(),
                 Form::Partial { listed } =>
                     format!("partial form: {listed} largest objects listed"),
             },
+            s.urls_bytes,
             s.full_bytes,
             s.full_plain_bytes
         );
@@ -260,6 +266,8 @@ struct Summary {
     pages: usize,
     failed_files: usize,
     under_1kb: usize,
+    urls_under_1kb: usize,
+    within_budget_urls: usize,
     within_budget_full: usize,
     budget: usize,
     median_bytes: usize,
@@ -307,7 +315,12 @@ fn stats(dir: &Path, args: &ContextArgs, out: &OutputArgs) -> anyhow::Result<()>
         pages: rows.len(),
         failed_files: failed,
         under_1kb: rows.iter().filter(|r| r.full_bytes < 1000).count(),
-        within_budget_full: rows.iter().filter(|r| r.form == Form::Full).count(),
+        urls_under_1kb: rows.iter().filter(|r| r.urls_bytes < 1000).count(),
+        within_budget_urls: rows.iter().filter(|r| r.form == Form::WithUrls).count(),
+        within_budget_full: rows
+            .iter()
+            .filter(|r| matches!(r.form, Form::WithUrls | Form::Full))
+            .count(),
         budget: args.budget,
         median_bytes: q(0.5),
         p90_bytes: q(0.9),
@@ -320,6 +333,7 @@ fn stats(dir: &Path, args: &ContextArgs, out: &OutputArgs) -> anyhow::Result<()>
         "hosts",
         "page_KB",
         "full_B",
+        "urls_B",
         "sent_B",
         "form",
     ]);
@@ -330,8 +344,10 @@ fn stats(dir: &Path, args: &ContextArgs, out: &OutputArgs) -> anyhow::Result<()>
             r.hosts.to_string(),
             format!("{:.0}", r.page_bytes as f64 / 1000.0),
             r.full_bytes.to_string(),
+            r.urls_bytes.to_string(),
             r.sent_bytes.to_string(),
             match r.form {
+                Form::WithUrls => "urls".into(),
                 Form::Full => "full".into(),
                 Form::Partial { listed } => format!("partial ({listed} listed)"),
             },
@@ -341,12 +357,15 @@ fn stats(dir: &Path, args: &ContextArgs, out: &OutputArgs) -> anyhow::Result<()>
     if !out.json && !out.csv {
         let n = summary.pages as f64;
         println!(
-            "\n{} pages: {:.1}% full hints under 1 KB (1000 B; paper: 89.8%), {:.1}% full form within {} B; \
+            "\n{} pages: {:.1}% full hints under 1 KB (1000 B; paper: 89.8%), {:.1}% with URLs; \
+             within {} B: {:.1}% with URLs, {:.1}% every object; \
              median sent {} B, p90 {} B, largest full {} B",
             summary.pages,
             100.0 * summary.under_1kb as f64 / n,
-            100.0 * summary.within_budget_full as f64 / n,
+            100.0 * summary.urls_under_1kb as f64 / n,
             summary.budget,
+            100.0 * summary.within_budget_urls as f64 / n,
+            100.0 * summary.within_budget_full as f64 / n,
             summary.median_bytes,
             summary.p90_bytes,
             summary.max_full_bytes

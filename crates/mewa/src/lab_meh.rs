@@ -65,16 +65,25 @@ pub struct MehArgs {
     #[arg(long, default_value = "warm-first")]
     policy: Policy,
     /// When the hint-aware client requests images, fonts and media:
-    /// `pull-rate` (default: each leaf waits for the connection that would
-    /// finish it first at its delivery rate over the last RTT, holding at
-    /// most twice that; a fresh connection gets large leaves only once it
-    /// has shown it can move two initial windows per RTT), `pull` (at most
-    /// a bandwidth-delay product outstanding per connection) or `push`
-    /// (as soon as found, on the connection the policy chose: seed 000's
-    /// static split by size). The browser runs' proxy follows: pull-rate,
-    /// or push for both others.
-    #[arg(long, default_value = "pull-rate")]
+    /// `auto` (default: push when it prefetches the hint's URLs, pull-rate
+    /// otherwise), `pull-rate` (each leaf waits for the connection that
+    /// would finish it first at its delivery rate over the last RTT,
+    /// holding at most twice that; a fresh connection gets large leaves
+    /// only once it has shown it can move two initial windows per RTT),
+    /// `pull` (at most a bandwidth-delay product outstanding per
+    /// connection) or `push` (as soon as found or prefetched, on the
+    /// connection the policy chose: seed 000's static split by size). The
+    /// browser runs' proxy follows: auto, pull-rate, or push for push and
+    /// pull.
+    #[arg(long, default_value = "auto")]
     dispatch: Dispatch,
+    /// With the hint, do not request the objects whose URLs the hint
+    /// carries before the page reveals them: the hint then only sets the
+    /// number of connections and the assignment (by default the client
+    /// requests them right after the document, as seed 000's client "sends
+    /// requests to all embedded URLs on parallel connections").
+    #[arg(long)]
+    no_prefetch: bool,
     /// Also load seed 000's Fig. 8 pages (the corpus pages nearest 622 KB,
     /// 1412 KB and 3648 KB) in headless Chromium through the local proxy,
     /// this many times with and without the hint; 0 skips it. Skipped with
@@ -173,6 +182,7 @@ pub fn run(a: MehArgs) -> anyhow::Result<()> {
         planned_bandwidth_bps: planned,
         policy: a.policy,
         dispatch: a.dispatch,
+        prefetch: !a.no_prefetch,
         congestion: a.corpus.cc.clone(),
         ..MehConfig::seed000(ca_dir_of(&a.corpus)?, dir.join("edge.sqlite"))
     };
@@ -213,12 +223,13 @@ pub fn run(a: MehArgs) -> anyhow::Result<()> {
         }
     };
     let setting = format!(
-        "radio {link}, RTT {} ms radio + {} ms wired, {} runs, policy {:?}, dispatch {:?}, planned bandwidth {:.1} Mbit/s",
+        "radio {link}, RTT {} ms radio + {} ms wired, {} runs, policy {:?}, dispatch {:?}, prefetch {}, planned bandwidth {:.1} Mbit/s",
         cfg.radio_rtt_ms,
         cfg.wired_rtt_ms,
         cfg.runs,
         cfg.policy,
         cfg.dispatch,
+        if cfg.prefetch { "on" } else { "off" },
         cfg.planned_bandwidth_bps / 1e6
     );
     write_results(&dir, &res, &setting)?;

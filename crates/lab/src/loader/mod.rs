@@ -11,6 +11,10 @@
 //!   main thread), and only then are the objects it fetches
 //!   (`discovery: script`) requested.
 //!
+//! - with [`LoadOptions::prefetch`] (a client that knows the page's object
+//!   URLs from a hint), those objects are requested right after the
+//!   document, and discovery later finds them already requested.
+//!
 //! A browser's preload scanner finds references while the HTML still
 //! streams in; the loader waits for the whole document. The difference is at
 //! most the HTML's own transfer time and is the same for every variant a
@@ -30,7 +34,7 @@
 mod conn;
 mod pool;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -200,6 +204,12 @@ pub struct LoadOptions {
     /// becomes a floor. A connection whose window stays small then holds
     /// little and the others take the rest.
     pub pull_follow: Option<Duration>,
+    /// URLs to request right after the document, before anything reveals
+    /// them (seed 000's client knows the page's object URLs from the hint
+    /// and "sends requests to all embedded URLs on parallel connections").
+    /// Objects of the page with these URLs are requested once, in this
+    /// order; a URL the page does not have is ignored.
+    pub prefetch: Vec<String>,
     /// Names to addresses.
     pub resolver: Resolver,
     /// Port for cleartext HTTP (HTTP/1.1, h2c).
@@ -226,6 +236,7 @@ impl Default for LoadOptions {
             assign: Arc::new(LeastOutstanding),
             pull_budget: None,
             pull_follow: None,
+            prefetch: Vec::new(),
             resolver: Resolver::default(),
             port_plain: 80,
             port_tls: 443,
@@ -319,14 +330,29 @@ pub async fn load(page: &Page, opts: &LoadOptions) -> Result<LoadRecord, LoadErr
     let mut main_free_us = 0u64;
     let deadline = tokio::time::Instant::now() + opts.timeout;
 
-    let spawn_fetch =
+    // Objects already requested (prefetched ones are not requested again
+    // when their parent reveals them).
+    let mut requested: HashSet<u32> = HashSet::new();
+    let mut spawn_fetch =
         |tasks: &mut JoinSet<Step>, pending: &mut HashMap<u32, (Object, u64)>, object: Object| {
+            if !requested.insert(object.id) {
+                return;
+            }
             let discovered = shared.now_us();
             pending.insert(object.id, (object.clone(), discovered));
             let s = Arc::clone(&shared);
             tasks.spawn(async move { Step::Fetched(Box::new(s.fetch(object, discovered).await)) });
         };
     spawn_fetch(&mut tasks, &mut pending, root);
+    if !opts.prefetch.is_empty() {
+        let by_url: HashMap<String, &Object> =
+            page.objects.iter().map(|o| (o.url(scheme), o)).collect();
+        for url in &opts.prefetch {
+            if let Some(&o) = by_url.get(url.as_str()) {
+                spawn_fetch(&mut tasks, &mut pending, o.clone());
+            }
+        }
+    }
 
     loop {
         let next = tokio::time::timeout_at(deadline, tasks.join_next()).await;
