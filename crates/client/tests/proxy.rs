@@ -17,7 +17,7 @@ use mewa_client::proxy::{Dispatch, Proxy, ProxyConfig, Session};
 use mewa_corpus::{generate, Corpus, Preset};
 use mewa_edge::dns::{Responder, Zone};
 use mewa_edge::hints::{HintBook, HintPolicy};
-use mewa_edge::server::{bind_udp, serve, EdgeDns};
+use mewa_edge::server::{bind_dns, serve, EdgeDns};
 use mewa_hint::page::OriginRtt;
 use mewa_origin::{HttpOptions, Origin, OriginConfig, TcpOptions};
 use tokio::net::{TcpListener, TcpStream};
@@ -73,9 +73,8 @@ async fn edge(corpus: &Corpus) -> SocketAddr {
     );
     assert!(failed.is_empty());
     dns.set_book(book);
-    let udp = bind_udp("127.0.0.1:0".parse().unwrap(), 1).unwrap();
+    let (udp, tcp) = bind_dns("127.0.0.1:0".parse().unwrap(), 1).await.unwrap();
     let addr = udp[0].local_addr().unwrap();
-    let tcp = TcpListener::bind(addr).await.unwrap();
     tokio::spawn(serve(dns, udp, tcp));
     addr
 }

@@ -12,9 +12,9 @@ use mewa_client::advice::{plan, Fallback, Radio};
 use mewa_client::resolve::resolve;
 use mewa_edge::dns::{Responder, Zone};
 use mewa_edge::hints::{HintBook, HintPolicy};
-use mewa_edge::server::{bind_udp, serve, EdgeDns};
+use mewa_edge::server::{bind_dns, serve, EdgeDns};
 use mewa_hint::page::{synthetic_page, OriginRtt, PageMeta};
-use tokio::net::{TcpListener, UdpSocket};
+use tokio::net::UdpSocket;
 
 fn page(host: &str, n: usize, origins: usize) -> PageMeta {
     synthetic_page(&format!("http://{host}/"), n, origins, |i| {
@@ -66,9 +66,8 @@ async fn edge() -> (SocketAddr, tokio::task::JoinHandle<()>) {
         now(),
     );
     dns.set_book(book);
-    let udp = bind_udp("127.0.0.1:0".parse().unwrap(), 1).unwrap();
+    let (udp, tcp) = bind_dns("127.0.0.1:0".parse().unwrap(), 1).await.unwrap();
     let addr = udp[0].local_addr().unwrap();
-    let tcp = TcpListener::bind(addr).await.unwrap();
     (addr, tokio::spawn(serve(dns, udp, tcp)))
 }
 

@@ -122,23 +122,18 @@ impl Edge {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
         };
-        let addr = config.dns.listen;
-        let udp = server::bind_udp(addr, sockets).map_err(|error| EdgeError::Bind {
-            what: "DNS over UDP",
-            addr,
-            error,
-        })?;
-        let dns_addr = udp
-            .first()
-            .and_then(|s| s.local_addr().ok())
-            .unwrap_or(addr);
-        let tcp = TcpListener::bind(dns_addr)
+        let (udp, tcp) = server::bind_dns(config.dns.listen, sockets)
             .await
-            .map_err(|error| EdgeError::Bind {
-                what: "DNS over TCP",
-                addr: dns_addr,
-                error,
+            .map_err(|e| EdgeError::Bind {
+                what: if e.what == "UDP" {
+                    "DNS over UDP"
+                } else {
+                    "DNS over TCP"
+                },
+                addr: e.addr,
+                error: e.error,
             })?;
+        let dns_addr = tcp.local_addr().unwrap_or(config.dns.listen);
         let admin = TcpListener::bind(config.admin.listen)
             .await
             .map_err(|error| EdgeError::Bind {

@@ -250,6 +250,61 @@ pub fn bind_udp(addr: SocketAddr, n: usize) -> std::io::Result<Vec<std::net::Udp
     Ok(out)
 }
 
+/// A DNS socket that could not be bound.
+#[derive(Debug, thiserror::Error)]
+#[error("binding DNS over {what} on {addr}: {error}")]
+pub struct BindError {
+    /// "UDP" or "TCP".
+    pub what: &'static str,
+    /// The address asked for.
+    pub addr: SocketAddr,
+    /// Why.
+    #[source]
+    pub error: std::io::Error,
+}
+
+/// Binds DNS on `addr` over UDP (`n` sockets, [`bind_udp`]) and TCP on the
+/// same port. With port 0 the port the kernel picks for UDP may already be
+/// taken over TCP (by anything else on the machine); then another port is
+/// picked, a few times over, instead of failing.
+pub async fn bind_dns(
+    addr: SocketAddr,
+    n: usize,
+) -> Result<(Vec<std::net::UdpSocket>, tokio::net::TcpListener), BindError> {
+    let tries = if addr.port() == 0 { 20 } else { 1 };
+    let mut last = None;
+    for _ in 0..tries {
+        let udp = bind_udp(addr, n).map_err(|error| BindError {
+            what: "UDP",
+            addr,
+            error,
+        })?;
+        let at = udp
+            .first()
+            .and_then(|s| s.local_addr().ok())
+            .unwrap_or(addr);
+        match tokio::net::TcpListener::bind(at).await {
+            Ok(tcp) => return Ok((udp, tcp)),
+            Err(error) => {
+                let taken = error.kind() == std::io::ErrorKind::AddrInUse;
+                last = Some(BindError {
+                    what: "TCP",
+                    addr: at,
+                    error,
+                });
+                if !taken {
+                    break;
+                }
+            }
+        }
+    }
+    Err(last.unwrap_or(BindError {
+        what: "TCP",
+        addr,
+        error: std::io::Error::other("no port free over both UDP and TCP"),
+    }))
+}
+
 /// Receive and send buffer asked for each UDP socket, bytes.
 const UDP_BUFFER: usize = 1 << 20;
 

@@ -15,12 +15,12 @@ use hickory_proto::rr::{Name, RData, RecordType};
 use mewa_edge::config::Net;
 use mewa_edge::dns::{Responder, Zone};
 use mewa_edge::hints::{HintBook, HintPolicy};
-use mewa_edge::server::{bind_udp, serve, EdgeDns};
+use mewa_edge::server::{bind_dns, serve, EdgeDns};
 use mewa_hint::dns::{decode_txt, txt_query_name, HintRequest, HintResponse, OPTION_CODE};
 use mewa_hint::page::synthetic_page;
 use mewa_hint::wire::Hint;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::net::{TcpStream, UdpSocket};
 
 struct Edge {
     dns: Arc<EdgeDns>,
@@ -62,9 +62,8 @@ async fn start(upstream: Option<SocketAddr>, forward_from: &[&str]) -> Edge {
     );
     assert!(failed.is_empty());
     dns.set_book(book);
-    let udp = bind_udp("127.0.0.1:0".parse().unwrap(), 2).unwrap();
+    let (udp, tcp) = bind_dns("127.0.0.1:0".parse().unwrap(), 2).await.unwrap();
     let addr = udp[0].local_addr().unwrap();
-    let tcp = TcpListener::bind(addr).await.unwrap();
     let task = tokio::spawn(serve(dns.clone(), udp, tcp));
     Edge { dns, addr, task }
 }

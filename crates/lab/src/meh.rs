@@ -607,9 +607,15 @@ fn one_load(
     })?
 }
 
+/// Offset between the trace stretches two successive pairs of loads replay
+/// on a trace link, ms (a prime, so pairs do not fall into step with a
+/// trace's period).
+pub const TRACE_STRIDE_MS: u64 = 9_973;
+
 /// Runs every page `cfg.runs` times with and without the hint, back to
 /// back (the order alternates between runs so neither variant always goes
-/// first).
+/// first). On a trace link both loads of a pair start at the same moment
+/// of the trace.
 pub fn run(
     corpus: &Corpus,
     cfg: &MehConfig,
@@ -635,8 +641,13 @@ pub fn run(
     let total = cfg.runs * corpus.pages.len() * 2;
     let mut done = 0;
     let mut runs = Vec::with_capacity(total);
+    let on_trace = matches!(cfg.radio, RadioLink::Trace { .. });
     for r in 0..cfg.runs {
-        for page in &corpus.pages {
+        for (i, page) in corpus.pages.iter().enumerate() {
+            // On a trace both loads of a pair replay the same stretch of it
+            // (pairs spread over the trace by a prime stride), so that the
+            // difference is the hint's, not the trace's.
+            let stretch_ms = ((r * corpus.pages.len() + i) as u64).saturating_mul(TRACE_STRIDE_MS);
             let order = if r % 2 == 0 {
                 [false, true]
             } else {
@@ -655,6 +666,11 @@ pub fn run(
                     total,
                     what: &what,
                 });
+                if on_trace {
+                    bed.topology()
+                        .ok_or_else(|| BedError::Runtime("testbed already shut down".into()))?
+                        .rewind_traces(crate::bed::CLIENT, EDGE, stretch_ms)?;
+                }
                 let (rec, lookup) = one_load(&bed, edge_addr, page, with_hint, cfg)?;
                 runs.push(to_run(page, r, with_hint, &rec, &lookup));
                 done += 1;
@@ -953,9 +969,14 @@ pub fn browser_runs(
     );
     let total = pages.len() * runs * 2;
     let mut out = Vec::with_capacity(total);
+    let on_trace = matches!(cfg.radio, RadioLink::Trace { .. });
     for r in 0..runs {
-        for page in pages {
+        for (i, page) in pages.iter().enumerate() {
+            let stretch_ms = ((r * pages.len() + i) as u64).saturating_mul(TRACE_STRIDE_MS);
             for with_hint in [r % 2 == 1, r % 2 == 0] {
+                if on_trace {
+                    topo.rewind_traces(crate::bed::CLIENT, EDGE, stretch_ms)?;
+                }
                 progress(Progress {
                     done: out.len(),
                     total,

@@ -24,7 +24,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use mewa_corpus::{Corpus, Discovery, Object, Page};
 use mewa_edge::dns::{Responder, Zone};
-use mewa_edge::server::{bind_udp, serve, EdgeDns};
+use mewa_edge::server::{bind_dns, serve, EdgeDns};
 use mewa_origin::{HttpOptions, Origin, OriginConfig, TcpOptions};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -241,12 +241,13 @@ pub fn run(b: ProxyBench) -> anyhow::Result<()> {
             Vec::new(),
             None,
         ));
-        let udp = bind_udp(SocketAddr::from(([127, 0, 0, 1], 0)), 1).context("edge DNS")?;
+        let (udp, tcp) = bind_dns(SocketAddr::from(([127, 0, 0, 1], 0)), 1)
+            .await
+            .context("edge DNS")?;
         let edge = udp
             .first()
             .and_then(|s| s.local_addr().ok())
             .context("edge DNS address")?;
-        let tcp = TcpListener::bind(edge).await.context("edge DNS over TCP")?;
         tokio::spawn(serve(dns, udp, tcp));
         let mut pc = mewa_client::proxy::ProxyConfig::new(edge, 32e6);
         pc.origin_port = origin_addr.port();

@@ -457,6 +457,19 @@ impl<P: Payload + Send + 'static> Link<P> {
         }
     }
 
+    /// Restarts both directions' delivery traces (when the rate is a trace)
+    /// at the trace's moment `at_ms`, which now falls at `now`; queues and
+    /// packets on the wire are kept. The lab calls it before each of two
+    /// loads it compares, so both see the same stretch of the trace.
+    pub fn rewind_traces(&mut self, at_ms: u64, now: Duration) {
+        let now_ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
+        for d in &mut self.dirs {
+            if let Some(t) = d.trace.clone() {
+                d.cursor.rewind(&t, at_ms, now_ms);
+            }
+        }
+    }
+
     /// Offers a packet to direction `dir` at `now`.
     pub fn handle_packet(&mut self, dir: Dir, packet: P, now: Duration) {
         let now = self.clock(now);

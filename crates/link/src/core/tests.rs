@@ -124,6 +124,30 @@ fn trace_opportunities_one_by_one() {
 }
 
 #[test]
+fn rewound_traces_replay_the_same_stretch() {
+    // Opportunities at 1, 2, 3, 50, 100 ms, repeating every 100 ms.
+    let rate = RateSpec::Trace(trace::DeliveryTrace::parse("1\n2\n3\n50\n100\n").unwrap());
+    let mut l = Link::new(cfg(DirectionConfig {
+        rate,
+        ..Default::default()
+    }));
+    let mut burst = |at: u64| -> Vec<u64> {
+        // The trace's moment 3 is now; the opportunity at it passes before
+        // the packets arrive (as at time 0 in mahimahi), then 50, 100, and
+        // the next cycle's 1.
+        l.rewind_traces(3, ms(at));
+        run(&mut l, pkts(3, 1500, ms(at), Dir::Down))
+            .iter()
+            .map(|o| o.0.as_millis() as u64 - at)
+            .collect()
+    };
+    assert_eq!(burst(200), [47, 97, 98]);
+    // Later, at a time out of step with the period: the same stretch.
+    assert_eq!(burst(1037), [47, 97, 98]);
+    assert_eq!(burst(2222), [47, 97, 98]);
+}
+
+#[test]
 fn trace_packets_straddle_opportunities() {
     // 1000-byte packets, 1500-byte opportunities every ms (at 1, 2, 3 ms).
     let rate = RateSpec::Trace(trace::DeliveryTrace::parse("1\n").unwrap());

@@ -136,7 +136,10 @@ impl DeliveryTrace {
 #[derive(Debug, Clone)]
 pub struct TraceCursor {
     idx: usize,
-    base_ms: u64,
+    /// Link time (ms) of the trace's time 0 in the current cycle; negative
+    /// after [`TraceCursor::rewind`] to a moment later in the trace than the
+    /// link's clock (the next opportunity is never before the link's now).
+    base_ms: i64,
 }
 
 impl TraceCursor {
@@ -147,7 +150,21 @@ impl TraceCursor {
 
     /// Time of the next opportunity.
     pub fn peek(&self, trace: &DeliveryTrace) -> Duration {
-        Duration::from_millis(self.base_ms + trace.ms[self.idx])
+        let t = self.base_ms.saturating_add_unsigned(trace.ms[self.idx]);
+        Duration::from_millis(u64::try_from(t).unwrap_or(0))
+    }
+
+    /// Moves the cursor so that the trace's moment `at_ms` (modulo its
+    /// period) falls at link time `now_ms`: the next opportunity is the
+    /// first at or after `at_ms`. Why: two loads compared back to back
+    /// should see the same stretch of a trace, not two different ones.
+    pub fn rewind(&mut self, trace: &DeliveryTrace, at_ms: u64, now_ms: u64) {
+        let period = trace.ms[trace.ms.len() - 1].max(1);
+        let at = at_ms % period;
+        // `at` < period = the last line, so some line is at or after it.
+        self.idx = trace.ms.partition_point(|&m| m < at);
+        let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
+        self.base_ms = now.saturating_sub(i64::try_from(at).unwrap_or(i64::MAX));
     }
 
     /// Moves past the next opportunity.
@@ -155,7 +172,9 @@ impl TraceCursor {
         self.idx += 1;
         if self.idx == trace.ms.len() {
             self.idx = 0;
-            self.base_ms += trace.ms[trace.ms.len() - 1];
+            self.base_ms = self
+                .base_ms
+                .saturating_add_unsigned(trace.ms[trace.ms.len() - 1]);
         }
     }
 }
@@ -247,6 +266,34 @@ mod tests {
         assert_eq!(seen, [0, 0, 5, 10, 10, 10, 15, 20, 20]);
         // 4 opportunities per 10 ms of 1500 B: 4.8 Mbit/s.
         assert!((t.mean_bps() - 4.8e6).abs() < 1.0);
+    }
+
+    #[test]
+    fn rewind_replays_a_stretch_at_any_link_time() {
+        let t = DeliveryTrace::parse("0\n0\n5\n10\n").unwrap();
+        let walk = |c: &mut TraceCursor, n: usize| -> Vec<u128> {
+            (0..n)
+                .map(|_| {
+                    let at = c.peek(&t).as_millis();
+                    c.advance(&t);
+                    at
+                })
+                .collect()
+        };
+        // From the trace's moment 5 (an opportunity at 5), at link time 1000.
+        let mut c = TraceCursor::new();
+        c.rewind(&t, 5, 1000);
+        assert_eq!(walk(&mut c, 5), [1000, 1005, 1005, 1005, 1010]);
+        // The same moment again later: the same stretch, shifted.
+        c.rewind(&t, 5, 7000);
+        assert_eq!(walk(&mut c, 5), [7000, 7005, 7005, 7005, 7010]);
+        // A moment past the link's clock (the cursor's base goes negative)
+        // and one beyond the period (taken modulo the period: 23 → 3, the
+        // next opportunity is the trace's 5).
+        c.rewind(&t, 8, 2);
+        assert_eq!(walk(&mut c, 4), [4, 4, 4, 9]);
+        c.rewind(&t, 23, 100);
+        assert_eq!(walk(&mut c, 2), [102, 107]);
     }
 
     #[test]

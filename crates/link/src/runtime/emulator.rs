@@ -221,6 +221,9 @@ impl Outputs {
 pub(crate) struct Emulator {
     name: String,
     stop: Arc<AtomicBool>,
+    /// A trace moment (ms) to restart the link's traces at, taken by the
+    /// thread on its next turn ([`Link::rewind_traces`]).
+    rewind: Arc<Mutex<Option<u64>>>,
     wake: Arc<EventFd>,
     shared: Arc<Mutex<LinkStats>>,
     thread: Option<JoinHandle<Result<(), Error>>>,
@@ -245,6 +248,7 @@ impl Emulator {
             EventFd::new().map_err(|e| Error::errno(format!("{name}: creating an eventfd"), e))?,
         );
         let stop = Arc::new(AtomicBool::new(false));
+        let rewind = Arc::new(Mutex::new(None));
         let shared = Arc::new(Mutex::new(LinkStats::new()));
         cfg.log_events = cfg.log_events || outputs.logging();
         let started = Instant::now();
@@ -257,6 +261,7 @@ impl Emulator {
             started,
             wall,
             stop: stop.clone(),
+            rewind: rewind.clone(),
             wake: wake.clone(),
             shared: shared.clone(),
             pool: Vec::new(),
@@ -281,6 +286,7 @@ impl Emulator {
         Ok(Emulator {
             name,
             stop,
+            rewind,
             wake,
             shared,
             thread: Some(thread),
@@ -299,6 +305,13 @@ impl Emulator {
     /// The instant that is time zero of the link's clock.
     pub(crate) fn started(&self) -> Instant {
         self.started
+    }
+
+    /// Restarts the link's delivery traces at the trace's moment `at_ms`
+    /// (applied by the thread on its next turn, which this wakes).
+    pub(crate) fn rewind_traces(&self, at_ms: u64) {
+        *self.rewind.lock().unwrap_or_else(PoisonError::into_inner) = Some(at_ms);
+        let _ = self.wake.write(1);
     }
 
     /// Stops the thread and waits for it; its error, if it failed.
@@ -326,6 +339,7 @@ struct State {
     started: Instant,
     wall: SystemTime,
     stop: Arc<AtomicBool>,
+    rewind: Arc<Mutex<Option<u64>>>,
     wake: Arc<EventFd>,
     shared: Arc<Mutex<LinkStats>>,
     pool: Vec<Vec<u8>>,
@@ -352,6 +366,14 @@ impl State {
         // Best effort: without it deadlines are only up to 50 µs late.
         let _ = nix::sys::prctl::set_timerslack(1);
         while !self.stop.load(Ordering::Relaxed) {
+            let asked = self
+                .rewind
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            if let Some(at_ms) = asked {
+                self.link.rewind_traces(at_ms, self.now());
+            }
             let mut more = false;
             for dir in Dir::BOTH {
                 more |= self.read(dir)?;
@@ -525,7 +547,20 @@ impl State {
             PollFd::new(self.wake.as_fd(), PollFlags::POLLIN),
         ];
         match nix::poll::ppoll(&mut fds, timeout.map(TimeSpec::from_duration), None) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => Ok(()),
+            Ok(_) => {
+                // A wake-up (stop, or a trace rewind) stays readable until
+                // read: drain it, or every later wait returns at once. Only
+                // this thread reads, and the fd is readable, so it cannot
+                // block.
+                let woken = fds[2]
+                    .revents()
+                    .is_some_and(|r| r.contains(PollFlags::POLLIN));
+                if woken {
+                    let _ = self.wake.read();
+                }
+                Ok(())
+            }
+            Err(nix::errno::Errno::EINTR) => Ok(()),
             Err(e) => Err(Error::errno("waiting for packets (ppoll)", e)),
         }
     }

@@ -654,6 +654,14 @@ impl Topology {
         self.emulator(a, b).map(Emulator::started)
     }
 
+    /// Restarts the delivery traces of the link between `a` and `b` at the
+    /// trace's moment `at_ms` (modulo the trace's period), so that what
+    /// runs next sees that stretch of the trace; a link without traces is
+    /// unaffected.
+    pub fn rewind_traces(&self, a: &str, b: &str, at_ms: u64) -> Result<(), Error> {
+        self.emulator(a, b).map(|e| e.rewind_traces(at_ms))
+    }
+
     fn emulator(&self, a: &str, b: &str) -> Result<&Emulator, Error> {
         self.links[self.link_index(a, b)?]
             .emulator
