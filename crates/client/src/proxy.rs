@@ -206,8 +206,10 @@ pub struct Session {
     /// Body bytes held for the browser now (bounded by
     /// [`MAX_PREFETCH_HELD`]).
     held_bytes: Arc<AtomicU64>,
-    /// Objects prefetched, and how many the browser then asked for.
-    prefetch_stats: (AtomicU64, AtomicU64),
+    /// Objects prefetched.
+    prefetch_started: AtomicU64,
+    /// Prefetched objects the browser then asked for.
+    prefetch_taken: AtomicU64,
 }
 
 /// Most body bytes one session keeps of prefetched objects the browser has
@@ -237,6 +239,12 @@ impl Drop for Whole {
         self.held
             .fetch_sub(self.body.len() as u64, Ordering::Relaxed);
     }
+}
+
+/// Locks `m`, whether or not another task panicked holding it: a panic in
+/// one request must not stop every later one.
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The URLs to prefetch and how to resolve their hosts.
@@ -379,8 +387,9 @@ impl Session {
             }
             Err(_) => (HashMap::new(), 0),
         };
+        let prefetching = matches!(&plan, Ok(p) if cfg.prefetch && !p.urls.is_empty());
         let pull = match &plan {
-            Ok(p) if cfg.dispatch.pulls(cfg.prefetch && !p.urls.is_empty()) && conns.len() > 1 => {
+            Ok(p) if cfg.dispatch.pulls(prefetching) && conns.len() > 1 => {
                 let rtt = Duration::try_from_secs_f64(p.radio_rtt_s + p.wired_rtt_s)
                     .unwrap_or(Duration::from_millis(100))
                     .max(Duration::from_millis(1));
@@ -401,7 +410,7 @@ impl Session {
             held: AtomicU64::new(0),
             warm_first: cfg.warm_first,
             pending: Mutex::new(match &plan {
-                Ok(p) if cfg.prefetch && !p.urls.is_empty() => Some(PendingPrefetch {
+                Ok(p) if prefetching => Some(PendingPrefetch {
                     urls: p.urls.clone(),
                     edge: cfg.edge,
                     timeout: cfg.timeout,
@@ -410,7 +419,8 @@ impl Session {
             }),
             prefetched: Mutex::new(HashMap::new()),
             held_bytes: Arc::new(AtomicU64::new(0)),
-            prefetch_stats: (AtomicU64::new(0), AtomicU64::new(0)),
+            prefetch_started: AtomicU64::new(0),
+            prefetch_taken: AtomicU64::new(0),
             plan,
         })
     }
@@ -419,8 +429,8 @@ impl Session {
     /// for ([`ProxyConfig::prefetch`]).
     pub fn prefetch_counts(&self) -> (u64, u64) {
         (
-            self.prefetch_stats.0.load(Ordering::Relaxed),
-            self.prefetch_stats.1.load(Ordering::Relaxed),
+            self.prefetch_started.load(Ordering::Relaxed),
+            self.prefetch_taken.load(Ordering::Relaxed),
         )
     }
 
@@ -430,20 +440,12 @@ impl Session {
     /// edge resolves the host to this session's address (otherwise they
     /// are dropped and left to the browser).
     fn kick_prefetch(self: &Arc<Self>) {
-        let Some(p) = self
-            .pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-        else {
+        let Some(p) = locked(&self.pending).take() else {
             return;
         };
         let mut by_host: HashMap<String, Vec<(String, Arc<PrefetchCell>)>> = HashMap::new();
         {
-            let mut m = self
-                .prefetched
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut m = locked(&self.prefetched);
             for u in p.urls {
                 let host = match http::Uri::try_from(u.as_str()) {
                     Ok(uri) if uri.scheme_str() == Some("http") && uri.port().is_none() => {
@@ -471,10 +473,7 @@ impl Session {
                         Ok(r) if r.addrs.first() == Some(&me.addr.ip())
                     );
                     if !same {
-                        let mut m = me
-                            .prefetched
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        let mut m = locked(&me.prefetched);
                         for (u, _) in &cells {
                             m.remove(u);
                         }
@@ -482,7 +481,7 @@ impl Session {
                     }
                 }
                 for (url, cell) in cells {
-                    me.prefetch_stats.0.fetch_add(1, Ordering::Relaxed);
+                    me.prefetch_started.fetch_add(1, Ordering::Relaxed);
                     let me = me.clone();
                     tokio::spawn(async move {
                         let _ = cell.get_or_init(|| me.fetch_whole(url)).await;
@@ -530,15 +529,11 @@ impl Session {
     /// its way; `None` when it was not prefetched or failed (the caller
     /// then forwards the browser's request).
     async fn take_prefetched(self: &Arc<Self>, url: &str) -> Option<Arc<Whole>> {
-        let cell = self
-            .prefetched
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(url)?;
+        let cell = locked(&self.prefetched).remove(url)?;
         let r = cell.get_or_init(|| self.fetch_whole(url.to_string())).await;
         match r {
             Ok(w) => {
-                self.prefetch_stats.1.fetch_add(1, Ordering::Relaxed);
+                self.prefetch_taken.fetch_add(1, Ordering::Relaxed);
                 Some(w.clone())
             }
             Err(_) => None,
