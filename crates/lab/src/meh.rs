@@ -612,6 +612,22 @@ fn one_load(
 /// trace's period).
 pub const TRACE_STRIDE_MS: u64 = 9_973;
 
+/// On a trace radio link, restarts the traces at pair `pair`'s stretch
+/// (pairs spread over the trace by [`TRACE_STRIDE_MS`]), so that both loads
+/// of a pair replay the same stretch and their difference is the hint's,
+/// not the trace's. Nothing on a fixed-rate link.
+fn replay_pair_stretch(
+    topo: &mewa_link::runtime::Topology,
+    cfg: &MehConfig,
+    pair: usize,
+) -> Result<(), BedError> {
+    if matches!(cfg.radio, RadioLink::Trace { .. }) {
+        let at_ms = (pair as u64).saturating_mul(TRACE_STRIDE_MS);
+        topo.rewind_traces(crate::bed::CLIENT, EDGE, at_ms)?;
+    }
+    Ok(())
+}
+
 /// Runs every page `cfg.runs` times with and without the hint, back to
 /// back (the order alternates between runs so neither variant always goes
 /// first). On a trace link both loads of a pair start at the same moment
@@ -641,13 +657,12 @@ pub fn run(
     let total = cfg.runs * corpus.pages.len() * 2;
     let mut done = 0;
     let mut runs = Vec::with_capacity(total);
-    let on_trace = matches!(cfg.radio, RadioLink::Trace { .. });
+    let topo = bed
+        .topology()
+        .ok_or_else(|| BedError::Runtime("testbed already shut down".into()))?;
     for r in 0..cfg.runs {
         for (i, page) in corpus.pages.iter().enumerate() {
-            // On a trace both loads of a pair replay the same stretch of it
-            // (pairs spread over the trace by a prime stride), so that the
-            // difference is the hint's, not the trace's.
-            let stretch_ms = ((r * corpus.pages.len() + i) as u64).saturating_mul(TRACE_STRIDE_MS);
+            let pair = r * corpus.pages.len() + i;
             let order = if r % 2 == 0 {
                 [false, true]
             } else {
@@ -666,11 +681,7 @@ pub fn run(
                     total,
                     what: &what,
                 });
-                if on_trace {
-                    bed.topology()
-                        .ok_or_else(|| BedError::Runtime("testbed already shut down".into()))?
-                        .rewind_traces(crate::bed::CLIENT, EDGE, stretch_ms)?;
-                }
+                replay_pair_stretch(topo, cfg, pair)?;
                 let (rec, lookup) = one_load(&bed, edge_addr, page, with_hint, cfg)?;
                 runs.push(to_run(page, r, with_hint, &rec, &lookup));
                 done += 1;
@@ -969,14 +980,11 @@ pub fn browser_runs(
     );
     let total = pages.len() * runs * 2;
     let mut out = Vec::with_capacity(total);
-    let on_trace = matches!(cfg.radio, RadioLink::Trace { .. });
     for r in 0..runs {
         for (i, page) in pages.iter().enumerate() {
-            let stretch_ms = ((r * pages.len() + i) as u64).saturating_mul(TRACE_STRIDE_MS);
+            let pair = r * pages.len() + i;
             for with_hint in [r % 2 == 1, r % 2 == 0] {
-                if on_trace {
-                    topo.rewind_traces(crate::bed::CLIENT, EDGE, stretch_ms)?;
-                }
+                replay_pair_stretch(topo, cfg, pair)?;
                 progress(Progress {
                     done: out.len(),
                     total,

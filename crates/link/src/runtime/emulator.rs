@@ -35,7 +35,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::os::fd::AsFd;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -217,13 +217,18 @@ impl Outputs {
     }
 }
 
+/// [`Emulator::rewind_traces`]'s "nothing asked".
+const NO_REWIND: u64 = u64::MAX;
+
 /// A running emulator thread.
 pub(crate) struct Emulator {
     name: String,
     stop: Arc<AtomicBool>,
     /// A trace moment (ms) to restart the link's traces at, taken by the
-    /// thread on its next turn ([`Link::rewind_traces`]).
-    rewind: Arc<Mutex<Option<u64>>>,
+    /// thread on its next turn ([`Link::rewind_traces`]); [`NO_REWIND`]
+    /// when none is asked. An atomic, not a lock: the thread reads it on
+    /// every turn of its loop.
+    rewind: Arc<AtomicU64>,
     wake: Arc<EventFd>,
     shared: Arc<Mutex<LinkStats>>,
     thread: Option<JoinHandle<Result<(), Error>>>,
@@ -248,7 +253,7 @@ impl Emulator {
             EventFd::new().map_err(|e| Error::errno(format!("{name}: creating an eventfd"), e))?,
         );
         let stop = Arc::new(AtomicBool::new(false));
-        let rewind = Arc::new(Mutex::new(None));
+        let rewind = Arc::new(AtomicU64::new(NO_REWIND));
         let shared = Arc::new(Mutex::new(LinkStats::new()));
         cfg.log_events = cfg.log_events || outputs.logging();
         let started = Instant::now();
@@ -310,7 +315,10 @@ impl Emulator {
     /// Restarts the link's delivery traces at the trace's moment `at_ms`
     /// (applied by the thread on its next turn, which this wakes).
     pub(crate) fn rewind_traces(&self, at_ms: u64) {
-        *self.rewind.lock().unwrap_or_else(PoisonError::into_inner) = Some(at_ms);
+        // u64::MAX means "none"; a moment that far is the same modulo any
+        // trace period a few milliseconds away.
+        self.rewind
+            .store(at_ms.min(NO_REWIND - 1), Ordering::SeqCst);
         let _ = self.wake.write(1);
     }
 
@@ -339,7 +347,7 @@ struct State {
     started: Instant,
     wall: SystemTime,
     stop: Arc<AtomicBool>,
-    rewind: Arc<Mutex<Option<u64>>>,
+    rewind: Arc<AtomicU64>,
     wake: Arc<EventFd>,
     shared: Arc<Mutex<LinkStats>>,
     pool: Vec<Vec<u8>>,
@@ -366,13 +374,9 @@ impl State {
         // Best effort: without it deadlines are only up to 50 µs late.
         let _ = nix::sys::prctl::set_timerslack(1);
         while !self.stop.load(Ordering::Relaxed) {
-            let asked = self
-                .rewind
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take();
-            if let Some(at_ms) = asked {
-                self.link.rewind_traces(at_ms, self.now());
+            let asked = self.rewind.swap(NO_REWIND, Ordering::SeqCst);
+            if asked != NO_REWIND {
+                self.link.rewind_traces(asked, self.now());
             }
             let mut more = false;
             for dir in Dir::BOTH {
