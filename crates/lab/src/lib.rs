@@ -12,13 +12,19 @@
 //!   emulated link, loads run from the client's side.
 //! - [`baseline`]: the first experiment — measured load times over one
 //!   HTTP/2 connection beside seed 000's T_HTTP model.
+//! - [`experiment`]: what every experiment shares — the corpus choice,
+//!   progress, and the result folder with `config.json` and `meta.json`.
+//! - [`report`]: tables (text, Markdown, CSV), SVG plots, and the
+//!   [`report::Report`] trait that writes a result folder.
 //! - [`meh`]: seed 000's Mobile Edge Hint experiment — client, edge and
 //!   origin in three namespaces, each page with and without the hint.
 
 pub mod baseline;
 pub mod bed;
+pub mod experiment;
 pub mod har;
 pub mod loader;
 pub mod meh;
 pub mod metrics;
 pub mod record;
+pub mod report;

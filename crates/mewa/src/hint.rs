@@ -380,19 +380,20 @@ fn stats(dir: &Path, args: &ContextArgs, out: &OutputArgs) -> anyhow::Result<()>
                 .map(|(i, &x)| (x, 100.0 * (i + 1) as f64 / v.len() as f64))
                 .collect()
         };
-        let series = vec![crate::plot::Series {
+        let series = vec![mewa_lab::report::Series {
             name: "full-form hint size".into(),
             points: cdf(&full),
-            mark: crate::plot::Mark::Line,
+            mark: mewa_lab::report::Mark::Line,
             colour: 0,
         }];
-        let chart = crate::plot::Chart {
+        let chart = mewa_lab::report::Chart {
             title: "Hint size over real page recordings (CDF)",
             x_label: "hint bytes",
             y_label: "pages (%)",
             log_y: false,
         };
-        crate::plot::draw(p, &chart, &series)?;
+        mewa_lab::report::draw(p, &chart, &series)?;
+        eprintln!("wrote {}", p.display());
     }
     Ok(())
 }

@@ -20,7 +20,7 @@ use mewa_link::core::parse_rate;
 use mewa_link::runtime::LinkOptions;
 
 use crate::output::Table;
-use crate::plot::{self, Chart, Mark, Series};
+use mewa_lab::report::{self as plot, Chart, Mark, Series};
 
 /// `mewa lab …`
 #[derive(Debug, Args)]

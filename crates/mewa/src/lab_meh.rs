@@ -15,7 +15,7 @@ use crate::lab::{
     bar, ca_dir_of, corpus_of, needs_root, rate_of, rtt_ms, stamp, write, CorpusArgs,
 };
 use crate::output::Table;
-use crate::plot::{self, Chart, Mark, Series};
+use mewa_lab::report::{self as plot, Chart, Mark, Series};
 
 /// Seed 000's printed figures, for the report.
 const PAPER_MEDIAN_WITHOUT_S: f64 = 2.38;

@@ -16,7 +16,6 @@ mod linkplot;
 mod model;
 mod origin;
 mod output;
-mod plot;
 
 use clap::{Parser, Subcommand};
 

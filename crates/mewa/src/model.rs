@@ -8,7 +8,7 @@ use mewa_model::iw::RatioMode;
 use mewa_model::repro;
 
 use crate::output::{emit, pct, OutputArgs, Table};
-use crate::plot::{draw, Chart, Mark, Series};
+use mewa_lab::report::{draw, Chart, Mark, Series};
 
 #[derive(Debug, Args)]
 pub struct ModelCmd {
@@ -246,6 +246,7 @@ fn table1(model: SlowStartModel, iw: u32, out: &OutputArgs) -> anyhow::Result<()
             log_y: false,
         };
         draw(p, &chart, &series)?;
+        eprintln!("wrote {}", p.display());
     }
     Ok(())
 }
@@ -321,6 +322,7 @@ fn idle(model: SlowStartModel, iw: u32, out: &OutputArgs) -> anyhow::Result<()> 
             log_y: false,
         };
         draw(p, &chart, &series)?;
+        eprintln!("wrote {}", p.display());
     }
     Ok(())
 }
@@ -398,6 +400,7 @@ fn iw(mode: RatioMode, points: bool, out: &OutputArgs) -> anyhow::Result<()> {
             log_y: false,
         };
         draw(p, &chart, &series)?;
+        eprintln!("wrote {}", p.display());
     }
     Ok(())
 }
@@ -464,6 +467,7 @@ fn fld(rtts: u32, out: &OutputArgs) -> anyhow::Result<()> {
             log_y: true,
         };
         draw(p, &chart, &series)?;
+        eprintln!("wrote {}", p.display());
     }
     Ok(())
 }

@@ -1,9 +1,19 @@
-//! SVG line charts (plotters) for the figures the CLI reproduces.
+//! SVG charts (plotters): line and point series, and box plots, for the
+//! figures the experiments and the model reproductions draw.
 
 use std::path::Path;
 
-use anyhow::Context;
 use plotters::prelude::*;
+
+use super::ReportError;
+
+/// A plotters error, whose type carries the backend, as text.
+fn plot_err<E: std::fmt::Display>(path: &Path, e: E) -> ReportError {
+    ReportError::Plot {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
 
 /// How a series is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,8 +26,11 @@ pub enum Mark {
 
 /// One named series of (x, y) points.
 pub struct Series {
+    /// Legend label.
     pub name: String,
+    /// The (x, y) points, in drawing order.
     pub points: Vec<(f64, f64)>,
+    /// Line or bare markers.
     pub mark: Mark,
     /// Index into the palette, so ours and the paper's share a colour.
     pub colour: usize,
@@ -25,15 +38,18 @@ pub struct Series {
 
 /// Axis titles and scale of a chart.
 pub struct Chart<'a> {
+    /// Caption above the chart.
     pub title: &'a str,
+    /// X axis title.
     pub x_label: &'a str,
+    /// Y axis title.
     pub y_label: &'a str,
     /// Plot log10(y) and label the axis with y (for exponential growth).
     pub log_y: bool,
 }
 
 /// Draws the series to an SVG file, with a legend.
-pub fn draw(path: &Path, chart: &Chart<'_>, series: &[Series]) -> anyhow::Result<()> {
+pub fn draw(path: &Path, chart: &Chart<'_>, series: &[Series]) -> Result<(), ReportError> {
     let ty = |y: f64| if chart.log_y { y.max(1e-12).log10() } else { y };
     let pts = series
         .iter()
@@ -45,7 +61,9 @@ pub fn draw(path: &Path, chart: &Chart<'_>, series: &[Series]) -> anyhow::Result
         y0 = y0.min(y);
         y1 = y1.max(y);
     }
-    anyhow::ensure!(x0 <= x1 && y0 <= y1, "nothing to plot");
+    if !(x0 <= x1 && y0 <= y1) {
+        return Err(ReportError::NothingToPlot(path.to_path_buf()));
+    }
     if !chart.log_y {
         y0 = y0.min(0.0);
     }
@@ -54,14 +72,14 @@ pub fn draw(path: &Path, chart: &Chart<'_>, series: &[Series]) -> anyhow::Result
     let x1 = if x1 > x0 { x1 } else { x0 + 1.0 };
 
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+    root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
     let mut c = ChartBuilder::on(&root)
         .caption(chart.title, ("sans-serif", 20))
         .margin(16)
         .x_label_area_size(44)
         .y_label_area_size(64)
         .build_cartesian_2d(x0..x1, y0..y1)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        .map_err(|e| plot_err(path, e))?;
     let log = chart.log_y;
     // Enough decimals that neighbouring ticks differ on small ranges.
     let span = y1 - y0;
@@ -84,27 +102,27 @@ pub fn draw(path: &Path, chart: &Chart<'_>, series: &[Series]) -> anyhow::Result
         .y_desc(chart.y_label)
         .y_label_formatter(&fmt_y)
         .draw()
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        .map_err(|e| plot_err(path, e))?;
     for s in series {
         let colour = Palette99::pick(s.colour).to_rgba();
         let data: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (x, ty(y))).collect();
         match s.mark {
             Mark::Line => {
                 c.draw_series(LineSeries::new(data.clone(), colour.stroke_width(2)))
-                    .map_err(|e| anyhow::anyhow!("{e}"))?
+                    .map_err(|e| plot_err(path, e))?
                     .label(&s.name)
                     .legend(move |(x, y)| {
                         PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
                     });
                 c.draw_series(data.iter().map(|&p| Circle::new(p, 2, colour.filled())))
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    .map_err(|e| plot_err(path, e))?;
             }
             Mark::Points => {
                 c.draw_series(
                     data.iter()
                         .map(|&p| Cross::new(p, 6, colour.stroke_width(2))),
                 )
-                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .map_err(|e| plot_err(path, e))?
                 .label(&s.name)
                 .legend(move |(x, y)| Cross::new((x + 9, y), 5, colour.stroke_width(2)));
             }
@@ -115,15 +133,17 @@ pub fn draw(path: &Path, chart: &Chart<'_>, series: &[Series]) -> anyhow::Result
         .border_style(BLACK)
         .position(SeriesLabelPosition::UpperRight)
         .draw()
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    root.present()
-        .with_context(|| format!("writing {}", path.display()))?;
-    eprintln!("wrote {}", path.display());
+        .map_err(|e| plot_err(path, e))?;
+    root.present().map_err(|e| ReportError::Plot {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
     Ok(())
 }
 
 /// One labelled group of box plots (e.g. one page: without and with).
 pub struct BoxGroup {
+    /// Label under the group.
     pub label: String,
     /// One sample per box, in the order of the legend.
     pub boxes: Vec<Vec<f64>>,
@@ -153,7 +173,7 @@ pub fn draw_boxes(
     y_label: &str,
     names: &[&str],
     groups: &[BoxGroup],
-) -> anyhow::Result<()> {
+) -> Result<(), ReportError> {
     let stats: Vec<Vec<Option<[f64; 5]>>> = groups
         .iter()
         .map(|g| g.boxes.iter().map(|b| quartiles(b)).collect())
@@ -164,11 +184,13 @@ pub fn draw_boxes(
         .flatten()
         .map(|q| q[4])
         .fold(0.0f64, f64::max);
-    anyhow::ensure!(hi > 0.0, "nothing to plot");
+    if hi <= 0.0 {
+        return Err(ReportError::NothingToPlot(path.to_path_buf()));
+    }
     let per = names.len().max(1) as f64;
     let width = (groups.len() as u32 * 60).clamp(900, 2400);
     let root = SVGBackend::new(path, (width, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+    root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
     let n = groups.len() as f64;
     let labels: Vec<String> = groups.iter().map(|g| g.label.clone()).collect();
     let mut c = ChartBuilder::on(&root)
@@ -177,7 +199,7 @@ pub fn draw_boxes(
         .x_label_area_size(40)
         .y_label_area_size(64)
         .build_cartesian_2d(-0.5..(n - 0.5), 0.0..hi * 1.08)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        .map_err(|e| plot_err(path, e))?;
     let fmt_x = move |x: &f64| {
         let i = x.round();
         if (x - i).abs() < 1e-6 && i >= 0.0 {
@@ -193,7 +215,7 @@ pub fn draw_boxes(
         .x_label_style(("sans-serif", 12))
         .y_desc(y_label)
         .draw()
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        .map_err(|e| plot_err(path, e))?;
     let slot = 0.8 / per;
     for (k, name) in names.iter().enumerate() {
         let colour = Palette99::pick(k).to_rgba();
@@ -215,7 +237,7 @@ pub fn draw_boxes(
             ));
         }
         c.draw_series(shapes)
-            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .map_err(|e| plot_err(path, e))?
             .label(*name)
             .legend(move |(x, y)| {
                 Rectangle::new([(x, y - 5), (x + 14, y + 5)], colour.stroke_width(2))
@@ -226,9 +248,10 @@ pub fn draw_boxes(
         .border_style(BLACK)
         .position(SeriesLabelPosition::UpperLeft)
         .draw()
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    root.present()
-        .with_context(|| format!("writing {}", path.display()))?;
-    eprintln!("wrote {}", path.display());
+        .map_err(|e| plot_err(path, e))?;
+    root.present().map_err(|e| ReportError::Plot {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
     Ok(())
 }

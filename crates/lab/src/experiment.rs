@@ -1,0 +1,366 @@
+//! What every experiment shares: the corpus it loads, the progress it
+//! reports, and the result folder it writes with the configuration and the
+//! provenance that produced it.
+//!
+//! An experiment is a `Config` (serde, its `Default` the CLI's defaults), a
+//! `run(&Config, &Progress) -> Result<Report, ExperimentError>`, and a
+//! report implementing [`crate::report::Report`]. A run that writes results
+//! makes its [`ResultFolder`] first, with `config.json` and `meta.json`
+//! inside, so that even a run that fails half-way leaves what it was asked
+//! to do, and any figure can be re-run with
+//! `mewa lab <experiment> --config FOLDER/config.json`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use mewa_corpus::{generate, Corpus, Preset};
+use serde::{Deserialize, Serialize};
+
+use crate::bed::BedError;
+use crate::har::rfc3339_ms;
+use crate::report::{to_json, write_file, ReportError};
+
+/// Why an experiment could not run or finish.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    /// The corpus file could not be read.
+    #[error("reading corpus {path}: {source}")]
+    CorpusRead {
+        /// The file named in the configuration.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The corpus file is not a valid corpus.
+    #[error("corpus {path}: {source} (make one with `mewa corpus gen` or `mewa corpus import`)")]
+    Corpus {
+        /// The file named in the configuration.
+        path: PathBuf,
+        /// What is wrong with it.
+        source: mewa_corpus::CorpusError,
+    },
+    /// The page filter left no page.
+    #[error("no page name contains any of {0:?}; list them with `mewa corpus show`")]
+    NoPage(Vec<String>),
+    /// A setting is out of range or contradicts another.
+    #[error("{field}: {message}")]
+    Config {
+        /// The configuration field (as the CLI spells its flag).
+        field: &'static str,
+        /// What is wrong and what to give instead.
+        message: String,
+    },
+    /// The machine cannot build the testbed (not root, no TUN).
+    #[error(
+        "the lab builds network namespaces and TUN links: run as root on Linux \
+         (`sudo mewa lab …`): {0}"
+    )]
+    NeedsRoot(mewa_link::runtime::Error),
+    /// The testbed failed.
+    #[error(transparent)]
+    Bed(#[from] BedError),
+    /// The result folder could not be written.
+    #[error(transparent)]
+    Report(#[from] ReportError),
+    /// An input file (a trace) could not be read or parsed.
+    #[error("{path}: {message}")]
+    Input {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// Checks that this process may build namespaces and TUN links.
+pub fn needs_root() -> Result<(), ExperimentError> {
+    mewa_link::runtime::probe().map_err(ExperimentError::NeedsRoot)
+}
+
+/// Which pages an experiment loads.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CorpusChoice {
+    /// A corpus JSON file (`mewa corpus gen` / `mewa corpus import`); none:
+    /// the `meh15` preset with seed 1.
+    pub path: Option<PathBuf>,
+    /// Only pages whose name contains one of these (empty: every page).
+    pub pages: Vec<String>,
+}
+
+impl CorpusChoice {
+    /// Reads (or generates) the corpus and applies the page filter.
+    pub fn load(&self) -> Result<Corpus, ExperimentError> {
+        let mut corpus = match &self.path {
+            Some(p) => {
+                let bytes = std::fs::read(p).map_err(|source| ExperimentError::CorpusRead {
+                    path: p.clone(),
+                    source,
+                })?;
+                Corpus::from_json(&bytes).map_err(|source| ExperimentError::Corpus {
+                    path: p.clone(),
+                    source,
+                })?
+            }
+            None => generate(Preset::Meh15, 1),
+        };
+        if !self.pages.is_empty() {
+            corpus
+                .pages
+                .retain(|p| self.pages.iter().any(|want| p.name.contains(want.as_str())));
+            if corpus.pages.is_empty() {
+                return Err(ExperimentError::NoPage(self.pages.clone()));
+            }
+        }
+        Ok(corpus)
+    }
+}
+
+/// The local test CA's default directory: `$XDG_DATA_HOME/mewa/ca`, else
+/// `~/.local/share/mewa/ca` (one CA for every run, so a browser that was
+/// told to trust it once keeps trusting it).
+pub fn default_ca_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(d).join("mewa/ca"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share/mewa/ca"))
+}
+
+/// `ca_dir` if given, else [`default_ca_dir`].
+pub fn ca_dir_or_default(ca_dir: &Option<PathBuf>) -> Result<PathBuf, ExperimentError> {
+    match ca_dir {
+        Some(d) => Ok(d.clone()),
+        None => default_ca_dir().ok_or(ExperimentError::Config {
+            field: "--ca-dir",
+            message: "neither XDG_DATA_HOME nor HOME is set; give the CA's directory".into(),
+        }),
+    }
+}
+
+/// One step of a running experiment.
+#[derive(Debug, Clone, Copy)]
+pub struct Step<'a> {
+    /// Loads done so far.
+    pub done: usize,
+    /// Loads in all.
+    pub total: usize,
+    /// What is running now (page, variant).
+    pub what: &'a str,
+}
+
+/// Where an experiment reports its progress: a progress bar in the CLI,
+/// nothing in tests. Shared by reference with the runner, which may call it
+/// from the thread that drives the loads.
+pub struct Progress {
+    sink: Option<Mutex<Sink>>,
+}
+
+/// The callback behind a [`Progress`].
+type Sink = Box<dyn FnMut(Step<'_>) + Send>;
+
+impl Progress {
+    /// Progress that goes nowhere.
+    pub fn none() -> Progress {
+        Progress { sink: None }
+    }
+
+    /// Progress that calls `f` on every step.
+    pub fn new(f: impl FnMut(Step<'_>) + Send + 'static) -> Progress {
+        Progress {
+            sink: Some(Mutex::new(Box::new(f))),
+        }
+    }
+
+    /// Reports a step.
+    pub fn step(&self, done: usize, total: usize, what: &str) {
+        if let Some(sink) = &self.sink {
+            let mut f = sink
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            f(Step { done, total, what });
+        }
+    }
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.sink.is_some() {
+            "Progress(sink)"
+        } else {
+            "Progress(none)"
+        })
+    }
+}
+
+/// What produced a result folder, written as `meta.json`: enough to tell
+/// two runs' machines and builds apart and to re-run the figure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// The experiment (`baseline`, `load`, `meh`, …).
+    pub experiment: String,
+    /// `mewa`'s version.
+    pub mewa_version: String,
+    /// The git commit the binary was built from (`unknown` outside a
+    /// checkout).
+    pub git_commit: String,
+    /// The running kernel's release (`/proc/sys/kernel/osrelease`).
+    pub kernel: String,
+    /// CPUs available to this process.
+    pub cpus: usize,
+    /// When the run started, RFC 3339 UTC.
+    pub started: String,
+    /// How to run it again.
+    pub rerun: String,
+}
+
+impl Provenance {
+    /// This build and machine, now.
+    pub fn now(experiment: &str, dir: &Path) -> Provenance {
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into());
+        Provenance {
+            experiment: experiment.to_string(),
+            mewa_version: env!("CARGO_PKG_VERSION").to_string(),
+            git_commit: option_env!("MEWA_GIT_COMMIT")
+                .filter(|c| !c.is_empty())
+                .unwrap_or("unknown")
+                .to_string(),
+            kernel,
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            started: rfc3339_ms(unix_ms()),
+            rerun: format!(
+                "mewa lab {experiment} --config {}",
+                dir.join("config.json").display()
+            ),
+        }
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// `YYYYMMDD-HHMMSS` (UTC), for folder names.
+pub fn stamp() -> String {
+    // 2026-11-22T10:11:12.345Z → 20261122-101112
+    rfc3339_ms(unix_ms())
+        .chars()
+        .filter(|c| c.is_ascii_digit() || *c == 'T')
+        .take(15)
+        .collect::<String>()
+        .replace('T', "-")
+}
+
+/// A run's result folder, `OUT/<experiment>-<stamp>`, holding the
+/// configuration and provenance from the moment the run starts.
+#[derive(Debug, Clone)]
+pub struct ResultFolder {
+    path: PathBuf,
+    provenance: Provenance,
+}
+
+impl ResultFolder {
+    /// Creates `out/<experiment>-<stamp>` (with a numeric suffix if two
+    /// runs start in the same second) and writes `config.json` and
+    /// `meta.json` into it.
+    pub fn create<C: Serialize>(
+        out: &Path,
+        experiment: &str,
+        config: &C,
+    ) -> Result<ResultFolder, ReportError> {
+        let base = format!("{experiment}-{}", stamp());
+        let mut path = out.join(&base);
+        let mut k = 1;
+        while path.exists() {
+            k += 1;
+            path = out.join(format!("{base}-{k}"));
+        }
+        std::fs::create_dir_all(&path).map_err(|source| ReportError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let provenance = Provenance::now(experiment, &path);
+        write_file(
+            &path.join("config.json"),
+            &to_json("the configuration", config)?,
+        )?;
+        write_file(
+            &path.join("meta.json"),
+            &to_json("the provenance", &provenance)?,
+        )?;
+        Ok(ResultFolder { path, provenance })
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What produced it.
+    pub fn provenance(&self) -> &Provenance {
+        &self.provenance
+    }
+}
+
+/// Reads an experiment's configuration back from a result folder's
+/// `config.json` (or any file of that form).
+pub fn read_config<C: serde::de::DeserializeOwned>(path: &Path) -> Result<C, ExperimentError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ExperimentError::Input {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    serde_json::from_str(&text).map_err(|e| ExperimentError::Input {
+        path: path.to_path_buf(),
+        message: format!("not this experiment's configuration: {e}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamp_is_a_folder_name() {
+        let s = stamp();
+        assert_eq!(s.len(), 15, "{s}");
+        assert_eq!(&s[8..9], "-");
+        assert!(s.chars().all(|c| c.is_ascii_digit() || c == '-'));
+    }
+
+    #[test]
+    fn result_folder_holds_config_and_provenance() {
+        let out = std::env::temp_dir().join(format!("mewa-rf-{}", std::process::id()));
+        let cfg = CorpusChoice {
+            path: None,
+            pages: vec!["622".into()],
+        };
+        let a = ResultFolder::create(&out, "probe", &cfg).expect("create");
+        let b = ResultFolder::create(&out, "probe", &cfg).expect("create twice");
+        assert_ne!(a.path(), b.path(), "two runs in one second share a folder");
+        let back: CorpusChoice = read_config(&a.path().join("config.json")).expect("read back");
+        assert_eq!(back, cfg);
+        let meta: Provenance = read_config(&a.path().join("meta.json")).expect("meta");
+        assert_eq!(meta.experiment, "probe");
+        assert!(meta.cpus >= 1);
+        assert!(meta.rerun.contains("--config"), "{}", meta.rerun);
+        let _ = std::fs::remove_dir_all(&out);
+    }
+
+    #[test]
+    fn corpus_filter_that_matches_nothing_is_an_error() {
+        let c = CorpusChoice {
+            path: None,
+            pages: vec!["no-such-page".into()],
+        };
+        assert!(matches!(c.load(), Err(ExperimentError::NoPage(_))));
+        let c = CorpusChoice {
+            path: Some("/nonexistent/corpus.json".into()),
+            pages: vec![],
+        };
+        assert!(matches!(c.load(), Err(ExperimentError::CorpusRead { .. })));
+    }
+}
