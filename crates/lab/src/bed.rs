@@ -34,9 +34,15 @@ pub enum BedError {
     /// Namespaces, TUN or a link could not be set up (not root?).
     #[error("testbed: {0}")]
     Link(#[from] runtime::Error),
-    /// The origin did not start (port in use, unknown congestion control…).
-    #[error("origin: {0}")]
-    Origin(String),
+    /// A server in a namespace (the origin, the edge, the proxy) did not
+    /// start: port in use, unknown congestion control, a bad store…
+    #[error("{what}: {message}")]
+    Server {
+        /// Which server.
+        what: &'static str,
+        /// Why it did not start.
+        message: String,
+    },
     /// The load could not start (see [`LoadError`]).
     #[error(transparent)]
     Load(#[from] LoadError),
@@ -61,8 +67,7 @@ pub struct Bed {
     topo: Option<Topology>,
     origin_ip: IpAddr,
     ca_cert: PathBuf,
-    stop: Option<oneshot::Sender<()>>,
-    origin: Option<JoinHandle<()>>,
+    origin: Option<NsServer>,
 }
 
 /// Fixed ports of the origin inside its namespace.
@@ -131,54 +136,27 @@ impl Bed {
         };
         let ca_cert = origin.ca_dir.join(mewa_origin::tls::CA_CERT);
         let corpus = corpus.clone();
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
-        let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let thread = topo.spawn_in(SERVER, move || {
-            let rt = match tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(format!("runtime: {e}")));
-                    return;
-                }
-            };
-            rt.block_on(async move {
+        let (server, ()) = NsServer::start(
+            &topo,
+            SERVER,
+            2,
+            "origin",
+            Duration::from_secs(60),
+            move |ready, stop| async move {
                 let origin = match Origin::bind(&corpus, cfg) {
                     Ok(o) => o,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e.to_string()));
-                        return;
-                    }
+                    Err(e) => return ready.fail(e),
                 };
-                let _ = ready_tx.send(Ok(()));
-                let _ = origin
-                    .serve(async {
-                        let _ = stop_rx.await;
-                    })
-                    .await;
-            });
-        })?;
-        let mut bed = Bed {
+                ready.ok(());
+                let _ = origin.serve(stop.wait()).await;
+            },
+        )?;
+        Ok(Bed {
             topo: Some(topo),
             origin_ip: IpAddr::V4(ip),
             ca_cert,
-            stop: Some(stop_tx),
-            origin: Some(thread),
-        };
-        match ready_rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(Ok(())) => Ok(bed),
-            Ok(Err(e)) => {
-                bed.stop_origin();
-                Err(BedError::Origin(e))
-            }
-            Err(_) => {
-                bed.stop_origin();
-                Err(BedError::Origin("did not start within 60 s".into()))
-            }
-        }
+            origin: Some(server),
+        })
     }
 
     /// The origin's address as the client reaches it (across the link).
@@ -238,11 +216,8 @@ impl Bed {
     }
 
     fn stop_origin(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.origin.take() {
-            let _ = t.join();
+        if let Some(o) = self.origin.take() {
+            o.stop();
         }
     }
 
@@ -260,5 +235,118 @@ impl Bed {
 impl Drop for Bed {
     fn drop(&mut self) {
         self.stop_origin();
+    }
+}
+
+/// A server running on its own tokio runtime on a thread inside a
+/// namespace (the origin, the edge, the browser runs' proxy): every socket
+/// it opens belongs to that namespace. Stopped and joined by
+/// [`NsServer::stop`] or on drop.
+#[derive(Debug)]
+pub struct NsServer {
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// How a server started by [`NsServer::start`] says it is ready (with a
+/// value, such as a bound port or a measured RTT) or why it cannot start.
+#[derive(Debug)]
+pub struct Ready<T>(mpsc::Sender<Result<T, String>>);
+
+impl<T> Ready<T> {
+    /// The server is up; `value` goes back to the caller of
+    /// [`NsServer::start`].
+    pub fn ok(self, value: T) {
+        let _ = self.0.send(Ok(value));
+    }
+
+    /// The server cannot start: [`NsServer::start`] returns this reason.
+    pub fn fail(self, why: impl std::fmt::Display) {
+        let _ = self.0.send(Err(why.to_string()));
+    }
+}
+
+/// Resolves when the server should stop.
+#[derive(Debug)]
+pub struct Stop(oneshot::Receiver<()>);
+
+impl Stop {
+    /// Waits for [`NsServer::stop`] (or the [`NsServer`] being dropped).
+    pub async fn wait(self) {
+        let _ = self.0.await;
+    }
+}
+
+impl NsServer {
+    /// Runs the future `serve` makes on a fresh runtime (`workers` threads;
+    /// 0 for a current-thread runtime) in `host`'s namespace and waits up
+    /// to `patience` for it to call [`Ready::ok`], whose value is returned.
+    /// `what` names the server in errors.
+    pub fn start<T, F, Fut>(
+        topo: &Topology,
+        host: &str,
+        workers: usize,
+        what: &'static str,
+        patience: Duration,
+        serve: F,
+    ) -> Result<(NsServer, T), BedError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Ready<T>, Stop) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<T, String>>();
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let thread = topo.spawn_in(host, move || {
+            let rt = if workers == 0 {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+            } else {
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(workers)
+                    .enable_all()
+                    .build()
+            };
+            match rt {
+                Ok(rt) => rt.block_on(serve(Ready(ready_tx), Stop(stop_rx))),
+                Err(e) => {
+                    let _ = ready_tx.send(Err(format!("runtime: {e}")));
+                }
+            }
+        })?;
+        let server = NsServer {
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        };
+        let fail = |message: String| BedError::Server { what, message };
+        match ready_rx.recv_timeout(patience) {
+            Ok(Ok(v)) => Ok((server, v)),
+            Ok(Err(e)) => Err(fail(e)),
+            Err(_) => Err(fail(format!(
+                "did not start within {} s",
+                patience.as_secs()
+            ))),
+        }
+    }
+
+    /// Tells the server to stop and waits for its thread.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for NsServer {
+    fn drop(&mut self) {
+        self.halt();
     }
 }

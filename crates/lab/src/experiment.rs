@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use mewa_corpus::{generate, Corpus, Preset};
+use mewa_link::core::trace::DeliveryTrace;
 use serde::{Deserialize, Serialize};
 
 use crate::bed::BedError;
@@ -136,6 +137,60 @@ pub fn ca_dir_or_default(ca_dir: &Option<PathBuf>) -> Result<PathBuf, Experiment
             message: "neither XDG_DATA_HOME nor HOME is set; give the CA's directory".into(),
         }),
     }
+}
+
+/// Where a bare trace name is looked up (the shared data folder beside the
+/// checkout).
+pub const SHARED_TRACES: &str = "../shared/data/traces";
+
+/// The downlink and uplink files of a mahimahi trace: `p` itself (named
+/// `X.down`, with `X.up` beside it), or a bare name found in
+/// [`SHARED_TRACES`] (with or without `.down`).
+pub fn find_trace(p: &Path) -> Result<(PathBuf, PathBuf), ExperimentError> {
+    let bad = |message: String| ExperimentError::Config {
+        field: "--trace",
+        message,
+    };
+    let down = if p.exists() {
+        p.to_path_buf()
+    } else {
+        let shared = Path::new(SHARED_TRACES).join(p);
+        let with_ext = shared.with_extension("down");
+        if shared.exists() {
+            shared
+        } else if with_ext.exists() {
+            with_ext
+        } else {
+            return Err(bad(format!(
+                "{}: no such file, nor in {SHARED_TRACES} (e.g. Verizon-LTE-short.down)",
+                p.display()
+            )));
+        }
+    };
+    let name = down.to_string_lossy().to_string();
+    let Some(stem) = name.strip_suffix(".down") else {
+        return Err(bad(format!(
+            "{name}: give the downlink trace, named X.down (X.up must sit beside it)"
+        )));
+    };
+    let up = PathBuf::from(format!("{stem}.up"));
+    if !up.exists() {
+        return Err(bad(format!(
+            "{name}: the uplink trace {} is missing",
+            up.display()
+        )));
+    }
+    Ok((down, up))
+}
+
+/// Reads and parses a mahimahi delivery trace.
+pub fn read_trace(p: &Path) -> Result<DeliveryTrace, ExperimentError> {
+    let input = |message: String| ExperimentError::Input {
+        path: p.to_path_buf(),
+        message,
+    };
+    let text = std::fs::read_to_string(p).map_err(|e| input(format!("reading the trace: {e}")))?;
+    DeliveryTrace::parse(&text).map_err(|e| input(format!("not a mahimahi trace: {e}")))
 }
 
 /// One step of a running experiment.
@@ -348,6 +403,24 @@ mod tests {
         assert!(meta.cpus >= 1);
         assert!(meta.rerun.contains("--config"), "{}", meta.rerun);
         let _ = std::fs::remove_dir_all(&out);
+    }
+
+    #[test]
+    fn a_trace_needs_its_uplink_beside_it() {
+        let dir = std::env::temp_dir().join(format!("mewa-tr-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let down = dir.join("x.down");
+        std::fs::write(&down, "1\n2\n").expect("write");
+        let e = find_trace(&down).expect_err("no uplink");
+        assert!(e.to_string().contains("x.up"), "{e}");
+        std::fs::write(dir.join("x.up"), "1\n").expect("write");
+        assert_eq!(find_trace(&down).expect("found").1, dir.join("x.up"));
+        let e = find_trace(&dir.join("y.down")).expect_err("missing");
+        assert!(e.to_string().contains("no such file"), "{e}");
+        assert!(read_trace(&down).is_ok());
+        std::fs::write(dir.join("bad.down"), "fast\n").expect("write");
+        assert!(read_trace(&dir.join("bad.down")).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

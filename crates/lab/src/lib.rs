@@ -23,6 +23,7 @@ pub mod baseline;
 pub mod bed;
 pub mod experiment;
 pub mod har;
+pub mod load;
 pub mod loader;
 pub mod meh;
 pub mod metrics;

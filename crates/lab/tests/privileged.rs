@@ -6,8 +6,9 @@
 use std::time::Duration;
 
 use mewa_corpus::{generate, Corpus, Preset};
-use mewa_lab::baseline::{self, BaselineConfig};
+use mewa_lab::baseline::{self, Setup as BaselineSetup};
 use mewa_lab::bed::{Bed, OriginSettings};
+use mewa_lab::experiment::Progress;
 use mewa_lab::loader::LoadOptions;
 use mewa_lab::metrics::PageMetrics;
 use mewa_lab::record::Protocol;
@@ -98,18 +99,19 @@ fn baseline_runs_a_small_grid_and_compares_with_the_model() {
         return;
     }
     let corpus = small_corpus();
-    let cfg = BaselineConfig {
+    let cfg = BaselineSetup {
         rtts_ms: vec![50, 150],
         runs: 2,
-        ..BaselineConfig::seed000(ca_dir("baseline"))
+        ..BaselineSetup::seed000(ca_dir("baseline"))
     };
-    let mut seen = 0;
-    let res = baseline::run(&corpus, &cfg, &mut |p| {
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = seen.clone();
+    let progress = Progress::new(move |p| {
         assert!(p.done <= p.total);
-        seen += 1;
-    })
-    .unwrap();
-    assert_eq!(seen, 5);
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    });
+    let res = baseline::run_setup(&corpus, &cfg, &progress).unwrap();
+    assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 5);
     assert_eq!(res.runs.len(), 4);
     assert!(res.runs.iter().all(|r| r.ok), "{:?}", res.runs);
     assert_eq!(res.cells.len(), 2);
@@ -130,22 +132,46 @@ fn meh_experiment_runs_client_edge_origin() {
     if skip("meh_experiment_runs_client_edge_origin") {
         return;
     }
-    use mewa_lab::meh::{self, MehConfig};
-    let mut corpus = generate(Preset::Meh15, 1);
-    corpus
-        .pages
-        .retain(|p| p.name.contains("622k") || p.name.contains("1412k"));
+    use mewa_lab::experiment::{read_config, CorpusChoice};
+    use mewa_lab::meh;
+    use mewa_lab::report::Report;
     let dir = ca_dir("meh");
     std::fs::create_dir_all(&dir).unwrap();
     let chromium = std::path::PathBuf::from("/usr/bin/chromium");
-    let mut cfg = MehConfig::seed000(dir.join("ca"), dir.join("edge.sqlite"));
-    cfg.runs = 1;
-    cfg.browser = if chromium.exists() {
-        Some((chromium, 1))
-    } else {
-        None
+    let cfg = meh::Config {
+        corpus: CorpusChoice {
+            path: None,
+            pages: vec!["622k".into(), "1412k".into()],
+        },
+        ca_dir: Some(dir.join("ca")),
+        runs: 1,
+        browser_runs: usize::from(chromium.exists()),
+        chromium: chromium.clone(),
+        out: dir.join("out"),
+        ..meh::Config::default()
     };
-    let res = meh::run(&corpus, &cfg, &mut |_| {}).unwrap();
+    let report = meh::run(&cfg, &Progress::none()).unwrap();
+    // The result folder holds the configuration that re-runs it, from the
+    // start, and everything the report renders once written.
+    let folder = report.write().unwrap().expect("a result folder");
+    let back: meh::Config = read_config(&folder.join("config.json")).unwrap();
+    assert_eq!(back, cfg);
+    for f in [
+        "meta.json",
+        "result.json",
+        "runs.csv",
+        "pages.csv",
+        "cdf.svg",
+        "pages-box.svg",
+        "report.md",
+    ] {
+        assert!(
+            folder.join(f).is_file(),
+            "{f} missing in {}",
+            folder.display()
+        );
+    }
+    let res = &report.result;
     assert_eq!(res.runs.len(), 4);
     for r in &res.runs {
         assert!(r.ok, "{r:?}");
@@ -169,7 +195,7 @@ fn meh_experiment_runs_client_edge_origin() {
     let wired = res.measured_wired_rtt_ms.unwrap();
     assert!((19.0..60.0).contains(&wired), "edge measured {wired} ms");
     assert!(res.hints_within_1k >= 0.99);
-    if cfg.browser.is_some() {
+    if chromium.exists() {
         assert_eq!(res.browser.len(), 4, "2 Fig. 8 pages x with/without");
         for b in &res.browser {
             assert_eq!(b.error, None, "{b:?}");

@@ -1,26 +1,24 @@
-//! `mewa lab`: experiments over the link emulator with real kernel TCP and
-//! the built-in page loader (docs/LAB.md).
+//! `mewa lab`: the experiments of `mewa-lab` (docs/LAB.md), as flags.
+//!
+//! Each subcommand turns its flags into the experiment's `Config`, runs it
+//! with a progress bar, prints the report's text and writes its result
+//! folder. `--config FOLDER/config.json` starts from a earlier run's
+//! configuration; flags given with it override its values. A flag left out
+//! takes the value of the `Config`'s `Default`, which the help shows.
 
-use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use mewa_corpus::{generate, Corpus, Preset};
-use mewa_lab::baseline::{self, BaselineConfig, BaselineResult};
-use mewa_lab::bed::{Bed, OriginSettings};
-use mewa_lab::har::{rfc3339_ms, to_har};
-use mewa_lab::loader::LoadOptions;
-use mewa_lab::metrics::{bytes_per_rtt_bin, max_bytes_per_bin, PageMetrics};
+use mewa_lab::experiment::{find_trace, read_config, CorpusChoice, Progress};
+use mewa_lab::load::AssignRule;
+use mewa_lab::meh::{Dispatch, Policy};
 use mewa_lab::record::Protocol;
+use mewa_lab::report::Report;
+use mewa_lab::{baseline, load, meh};
 use mewa_link::core::parse_rate;
-use mewa_link::runtime::LinkOptions;
-
-use crate::output::Table;
-use mewa_lab::report::{self as plot, Chart, Mark, Series};
 
 /// `mewa lab …`
 #[derive(Debug, Args)]
@@ -34,7 +32,8 @@ enum LabSub {
     /// Seed 000's grid over one HTTP/2 connection, measured beside the
     /// T_HTTP model: 20 Mbit/s, RTT 50–150 ms, 10 runs per page and RTT.
     /// Needs root (network namespaces, TUN). Results go to a timestamped
-    /// folder: runs.csv, cells.csv, summary.csv, report.md, plots, HAR.
+    /// folder: config.json, meta.json, runs.csv, cells.csv, summary.csv,
+    /// report.md, plots, HAR.
     Baseline(BaselineArgs),
     /// Load one page through an emulated link and print its metrics;
     /// optionally write the load as HAR 1.2 and as a JSON record.
@@ -43,13 +42,18 @@ enum LabSub {
     /// (mewa edge: DNS with hints, SQLite store, latency monitor) ⇄ wired
     /// link ⇄ origin, every page back to back with the hint (n planned
     /// connections, objects balanced by size) and without (one HTTP/2
-    /// connection), 30 runs each. Needs root. Results: runs.csv, pages.csv,
-    /// report.md, cdf.svg, pages-box.svg.
-    Meh(crate::lab_meh::MehArgs),
+    /// connection), 30 runs each. Needs root. Results: config.json,
+    /// meta.json, runs.csv, pages.csv, report.md, cdf.svg, pages-box.svg.
+    Meh(MehArgs),
 }
 
+/// The pages and the origin, shared by every experiment.
 #[derive(Debug, Args)]
-pub struct CorpusArgs {
+struct CorpusArgs {
+    /// Start from this configuration (a result folder's config.json);
+    /// flags given as well override its values.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Corpus JSON (`mewa corpus gen/import`); default: `meh15` with seed 1.
     #[arg(long)]
     corpus: Option<PathBuf>,
@@ -60,40 +64,100 @@ pub struct CorpusArgs {
     /// ~/.local/share/mewa/ca).
     #[arg(long)]
     ca_dir: Option<PathBuf>,
-    /// TCP congestion control of the origin's sockets.
-    #[arg(long, default_value = "cubic")]
-    pub(crate) cc: String,
+    /// TCP congestion control of the origin's sockets [default: cubic].
+    #[arg(long)]
+    cc: Option<String>,
+}
+
+impl CorpusArgs {
+    /// The configuration to start from: `--config`'s, or the default.
+    fn base<C: serde::de::DeserializeOwned + Default>(&self) -> anyhow::Result<C> {
+        match &self.config {
+            Some(p) => Ok(read_config(p)?),
+            None => Ok(C::default()),
+        }
+    }
+
+    /// Applies the corpus flags given to `corpus`, `ca_dir` and `cc`.
+    fn apply(
+        &self,
+        corpus: &mut CorpusChoice,
+        ca_dir: &mut Option<PathBuf>,
+        cc: &mut String,
+    ) -> anyhow::Result<()> {
+        if let Some(p) = &self.corpus {
+            // Absolute, so that config.json re-runs from anywhere.
+            corpus.path = Some(absolute(p)?);
+        }
+        if !self.pages.is_empty() {
+            corpus.pages = self.pages.clone();
+        }
+        if let Some(d) = &self.ca_dir {
+            *ca_dir = Some(absolute(d)?);
+        }
+        if let Some(c) = &self.cc {
+            *cc = c.clone();
+        }
+        Ok(())
+    }
+}
+
+/// `p` made absolute against the working directory (it need not exist).
+fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
+    std::path::absolute(p).with_context(|| format!("{}: not a usable path", p.display()))
 }
 
 #[derive(Debug, Args)]
 struct BaselineArgs {
     #[command(flatten)]
     corpus: CorpusArgs,
-    /// Round-trip times, comma-separated (`50ms,75ms` or bare ms).
-    #[arg(long, value_delimiter = ',', default_value = "50,75,100,125,150")]
+    /// Round-trip times, comma-separated (`50ms,75ms` or bare ms)
+    /// [default: 50,75,100,125,150].
+    #[arg(long, value_delimiter = ',')]
     rtt: Vec<String>,
-    /// Bottleneck rate both ways.
-    #[arg(long, default_value = "20mbit")]
-    rate: String,
-    /// Loads per page and RTT.
-    #[arg(long, default_value_t = 10)]
-    runs: usize,
+    /// Bottleneck rate both ways [default: 20mbit].
+    #[arg(long)]
+    rate: Option<String>,
+    /// Loads per page and RTT [default: 10].
+    #[arg(long)]
+    runs: Option<usize>,
     /// h2 over TLS instead of h2c (adds the TLS handshake's round trip,
     /// which the model does not count).
     #[arg(long)]
     tls: bool,
-    /// Parent of the timestamped result folder.
-    #[arg(long, short, default_value = "out/lab")]
-    out: PathBuf,
+    /// Parent of the timestamped result folder [default: out/lab].
+    #[arg(long, short)]
+    out: Option<PathBuf>,
+}
+
+impl BaselineArgs {
+    fn config(&self) -> anyhow::Result<baseline::Config> {
+        let mut c: baseline::Config = self.corpus.base()?;
+        self.corpus.apply(&mut c.corpus, &mut c.ca_dir, &mut c.cc)?;
+        if !self.rtt.is_empty() {
+            c.rtts_ms = self
+                .rtt
+                .iter()
+                .map(|s| rtt_ms("--rtt", s))
+                .collect::<anyhow::Result<_>>()?;
+        }
+        if let Some(r) = &self.rate {
+            c.rate_bps = rate_of(r)?;
+        }
+        c.runs = self.runs.unwrap_or(c.runs);
+        c.tls |= self.tls;
+        c.out = self.out.clone().unwrap_or(c.out);
+        Ok(c)
+    }
 }
 
 #[derive(Debug, Args)]
 struct LoadArgs {
     #[command(flatten)]
     corpus: CorpusArgs,
-    /// h1, h2 or h3.
-    #[arg(long, default_value = "h2")]
-    protocol: String,
+    /// h1, h2 or h3 [default: h2].
+    #[arg(long, value_parser = parse_protocol)]
+    protocol: Option<Protocol>,
     /// TLS for h1/h2 (h3 always uses it).
     #[arg(long)]
     tls: bool,
@@ -103,9 +167,10 @@ struct LoadArgs {
     connections: Option<usize>,
     /// How objects are spread over n h2/h3 connections: `least` (fewest
     /// outstanding bytes), `round-robin`, or `warm-first` (HTML/CSS/JS on the
-    /// connection that carried the document, leaves by least outstanding).
-    #[arg(long, default_value = "least")]
-    assign: String,
+    /// connection that carried the document, leaves by least outstanding)
+    /// [default: least].
+    #[arg(long)]
+    assign: Option<AssignRule>,
     /// Pull dispatch for n > 1 h2/h3 connections: at most this many KB
     /// requested and not yet received per connection for images, fonts
     /// and media; the rest wait for the first connection that drains
@@ -117,500 +182,316 @@ struct LoadArgs {
     /// delivered over the last this-many ms (about one RTT), so a
     /// connection with a small window holds little; --pull-kb is then the
     /// floor.
-    #[arg(long, value_name = "MS", requires = "pull_kb")]
+    #[arg(long, value_name = "MS")]
     pull_follow_ms: Option<u64>,
-    /// Round-trip time of the link.
-    #[arg(long, default_value = "100ms")]
-    rtt: String,
-    /// Bottleneck rate both ways.
-    #[arg(long, default_value = "20mbit")]
-    rate: String,
+    /// Round-trip time of the link [default: 100ms].
+    #[arg(long)]
+    rtt: Option<String>,
+    /// Bottleneck rate both ways [default: 20mbit].
+    #[arg(long)]
+    rate: Option<String>,
     /// Write the load(s) as HAR 1.2 here.
     #[arg(long)]
     har: Option<PathBuf>,
     /// Write the raw load record(s) as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also write a timestamped result folder (config.json, loads.csv,
+    /// records, HAR) under this folder.
+    #[arg(long, short)]
+    out: Option<PathBuf>,
+}
+
+fn parse_protocol(s: &str) -> Result<Protocol, String> {
+    s.parse()
+}
+
+impl LoadArgs {
+    fn config(&self) -> anyhow::Result<load::Config> {
+        let mut c: load::Config = self.corpus.base()?;
+        self.corpus.apply(&mut c.corpus, &mut c.ca_dir, &mut c.cc)?;
+        c.protocol = self.protocol.unwrap_or(c.protocol);
+        c.tls |= self.tls;
+        c.connections = self.connections.or(c.connections);
+        c.assign = self.assign.unwrap_or(c.assign);
+        c.pull_kb = self.pull_kb.or(c.pull_kb);
+        c.pull_follow_ms = self.pull_follow_ms.or(c.pull_follow_ms);
+        if let Some(r) = &self.rtt {
+            c.rtt_ms = rtt_ms("--rtt", r)?;
+        }
+        if let Some(r) = &self.rate {
+            c.rate_bps = rate_of(r)?;
+        }
+        c.har = self.har.clone().or(c.har);
+        c.json = self.json.clone().or(c.json);
+        c.out = self.out.clone().or(c.out);
+        Ok(c)
+    }
+}
+
+#[derive(Debug, Args)]
+struct MehArgs {
+    #[command(flatten)]
+    corpus: CorpusArgs,
+    /// Loads per page and variant (seed 000: 30) [default: 30].
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Radio link rate both ways (seed 000 §IV: 32 Mbit/s average)
+    /// [default: 32mbit].
+    #[arg(long, conflicts_with = "trace")]
+    rate: Option<String>,
+    /// Instead of a fixed rate: a mahimahi downlink trace (`X.down`; the
+    /// uplink is `X.up` beside it). A bare name is looked up in
+    /// ../shared/data/traces.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Round trip over the radio link, client ⇄ edge [default: 45ms].
+    #[arg(long)]
+    radio_rtt: Option<String>,
+    /// Round trip edge ⇄ origin (seed 000: 65 ms end to end on average)
+    /// [default: 20ms].
+    #[arg(long)]
+    wired_rtt: Option<String>,
+    /// Radio bandwidth the client plans with; default: the link's rate, or
+    /// the trace's mean downlink rate.
+    #[arg(long)]
+    bandwidth: Option<String>,
+    /// How objects are spread over the connections: `warm-first` (HTML,
+    /// CSS and scripts on the document's connection, the rest by the
+    /// hint's size-balanced assignment) or `hint` (the hint's assignment
+    /// for everything, seed 000 as written) [default: warm-first].
+    #[arg(long)]
+    policy: Option<Policy>,
+    /// When the hint-aware client requests images, fonts and media:
+    /// `auto` (default: push when it prefetches the hint's URLs, pull-rate
+    /// otherwise), `pull-rate` (each leaf waits for the connection that
+    /// would finish it first at its delivery rate over the last RTT,
+    /// holding at most twice that; a fresh connection gets large leaves
+    /// only once it has shown it can move two initial windows per RTT),
+    /// `pull` (at most a bandwidth-delay product outstanding per
+    /// connection) or `push` (as soon as found or prefetched, on the
+    /// connection the policy chose: seed 000's static split by size). The
+    /// browser runs' proxy follows: auto, pull-rate, or push for push and
+    /// pull.
+    #[arg(long)]
+    dispatch: Option<Dispatch>,
+    /// With the hint, do not request the objects whose URLs the hint
+    /// carries before the page reveals them: the hint then only sets the
+    /// number of connections and the assignment (by default the client
+    /// requests them right after the document, as seed 000's client "sends
+    /// requests to all embedded URLs on parallel connections").
+    #[arg(long)]
+    no_prefetch: bool,
+    /// Also load seed 000's Fig. 8 pages (the corpus pages nearest 622 KB,
+    /// 1412 KB and 3648 KB) in headless Chromium through the local proxy,
+    /// this many times with and without the hint; 0 skips it. Skipped with
+    /// a message when Chromium is not installed [default: 5].
+    #[arg(long)]
+    browser_runs: Option<usize>,
+    /// Chromium binary for the browser runs [default: /usr/bin/chromium].
+    #[arg(long)]
+    chromium: Option<PathBuf>,
+    /// Keep every browser load's Chromium NetLog (a few MB each) in the
+    /// result folder's chromium/, named PAGE-RUN-WITHHINT.netlog.json, to
+    /// see where a load's time goes (chrome://net-export viewer).
+    #[arg(long)]
+    keep_netlogs: bool,
+    /// Parent of the timestamped result folder [default: out/lab].
+    #[arg(long, short)]
+    out: Option<PathBuf>,
+}
+
+impl MehArgs {
+    fn config(&self) -> anyhow::Result<meh::Config> {
+        let mut c: meh::Config = self.corpus.base()?;
+        self.corpus.apply(&mut c.corpus, &mut c.ca_dir, &mut c.cc)?;
+        c.runs = self.runs.unwrap_or(c.runs);
+        if let Some(r) = &self.rate {
+            c.rate_bps = rate_of(r)?;
+            c.trace = None;
+        }
+        if let Some(t) = &self.trace {
+            // The downlink file as found, absolute, so that config.json
+            // names the same trace from any working directory.
+            let (down, _) = find_trace(t)?;
+            c.trace = Some(absolute(&down)?);
+        }
+        if let Some(r) = &self.radio_rtt {
+            c.radio_rtt_ms = rtt_ms("--radio-rtt", r)?;
+        }
+        if let Some(r) = &self.wired_rtt {
+            c.wired_rtt_ms = rtt_ms("--wired-rtt", r)?;
+        }
+        if let Some(b) = &self.bandwidth {
+            c.bandwidth_bps = Some(rate_of(b)?);
+        }
+        c.policy = self.policy.unwrap_or(c.policy);
+        c.dispatch = self.dispatch.unwrap_or(c.dispatch);
+        if self.no_prefetch {
+            c.prefetch = false;
+        }
+        c.browser_runs = self.browser_runs.unwrap_or(c.browser_runs);
+        c.chromium = self.chromium.clone().unwrap_or(c.chromium);
+        c.keep_netlogs |= self.keep_netlogs;
+        c.out = self.out.clone().unwrap_or(c.out);
+        Ok(c)
+    }
 }
 
 /// Runs `mewa lab …`.
 pub fn run(cmd: LabCmd) -> anyhow::Result<()> {
     match cmd.cmd {
-        LabSub::Baseline(a) => run_baseline(a),
-        LabSub::Load(a) => run_load(a),
-        LabSub::Meh(a) => crate::lab_meh::run(a),
-    }
-}
-
-pub(crate) fn corpus_of(a: &CorpusArgs) -> anyhow::Result<Corpus> {
-    let mut corpus = match &a.corpus {
-        Some(p) => {
-            let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
-            Corpus::from_json(&bytes).with_context(|| format!("corpus {}", p.display()))?
+        LabSub::Baseline(a) => {
+            let c = a.config()?;
+            let total = c.rtts_ms.len() * c.runs;
+            let report =
+                with_bar(total, |p| baseline::run(&c, p)).context("baseline experiment")?;
+            finish(&report)
         }
-        None => generate(Preset::Meh15, 1),
-    };
-    if !a.pages.is_empty() {
-        corpus
-            .pages
-            .retain(|p| a.pages.iter().any(|want| p.name.contains(want.as_str())));
-        if corpus.pages.is_empty() {
-            bail!(
-                "no page name contains any of {:?}; list them with `mewa corpus show`",
-                a.pages
-            );
+        LabSub::Load(a) => {
+            let c = a.config()?;
+            let report = load::run(&c, &Progress::none())?;
+            print!("{}", report.text());
+            if let Some(p) = &c.har {
+                println!("HAR: {}", p.display());
+            }
+            if let Some(p) = &c.json {
+                println!("records: {}", p.display());
+            }
+            if let Some(dir) = report.write()? {
+                println!("results: {}", dir.display());
+            }
+            Ok(())
+        }
+        LabSub::Meh(a) => {
+            let c = a.config()?;
+            let report = with_bar(c.runs * 2, |p| meh::run(&c, p)).context("MEH experiment")?;
+            finish(&report)
         }
     }
-    Ok(corpus)
 }
 
-pub(crate) fn ca_dir_of(a: &CorpusArgs) -> anyhow::Result<PathBuf> {
-    match &a.ca_dir {
-        Some(d) => Ok(d.clone()),
-        None => crate::origin::default_ca_dir(),
+/// Prints the report, writes its folder and names it.
+fn finish(report: &dyn Report) -> anyhow::Result<()> {
+    let dir = report.write()?;
+    print!("{}", report.text());
+    if let Some(dir) = dir {
+        println!("results: {}", dir.display());
     }
+    Ok(())
 }
 
-pub(crate) fn rtt_ms(s: &str) -> anyhow::Result<u64> {
-    let d = crate::origin::parse_duration(s).map_err(|e| anyhow::anyhow!("--rtt: {e}"))?;
-    let ms = d.as_millis() as u64;
-    if ms == 0 || ms > 10_000 {
-        bail!("--rtt {s}: give a round trip between 1 ms and 10 s");
-    }
-    Ok(ms)
-}
-
-pub(crate) fn rate_of(s: &str) -> anyhow::Result<u64> {
-    parse_rate(s).map_err(|e| anyhow::anyhow!("--rate: {e}"))
-}
-
-pub(crate) fn needs_root() -> anyhow::Result<()> {
-    mewa_link::runtime::probe().context(
-        "the lab builds network namespaces and TUN links: run as root on Linux \
-         (`sudo mewa lab …`)",
-    )
-}
-
-pub(crate) fn bar(total: usize) -> ProgressBar {
-    let pb = ProgressBar::new(total as u64);
+/// Runs `f` with a progress bar on a terminal, or a log line every 5 %
+/// without one. `hint` sizes the bar until the first step gives the total.
+fn with_bar<R>(hint: usize, f: impl FnOnce(&Progress) -> R) -> R {
+    let pb = ProgressBar::new(hint as u64);
     if let Ok(style) = ProgressStyle::with_template(
         "{elapsed_precise} [{bar:32}] {pos}/{len} loads, eta {eta}  {msg}",
     ) {
         pb.set_style(style.progress_chars("=> "));
     }
-    pb
-}
-
-/// `YYYYMMDD-HHMMSS` (UTC) for folder names.
-pub(crate) fn stamp() -> String {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    // 2026-11-22T10:11:12.345Z → 20261122-101112
-    rfc3339_ms(ms)
-        .chars()
-        .filter(|c| c.is_ascii_digit() || *c == 'T')
-        .take(15)
-        .collect::<String>()
-        .replace('T', "-")
-}
-
-fn run_baseline(a: BaselineArgs) -> anyhow::Result<()> {
-    let corpus = corpus_of(&a.corpus)?;
-    let rtts = a
-        .rtt
-        .iter()
-        .map(|s| rtt_ms(s))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    if a.runs == 0 {
-        bail!("--runs must be at least 1");
-    }
-    let cfg = BaselineConfig {
-        rate_bps: rate_of(&a.rate)?,
-        rtts_ms: rtts,
-        runs: a.runs,
-        tls: a.tls,
-        congestion: a.corpus.cc.clone(),
-        ..BaselineConfig::seed000(ca_dir_of(&a.corpus)?)
-    };
-    needs_root()?;
-    let dir = a.out.join(format!("baseline-{}", stamp()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-
-    let total = cfg.rtts_ms.len() * cfg.runs * corpus.pages.len();
-    let pb = bar(total);
-    // Without a terminal the bar is hidden: log a line every 5 % instead.
     let tty = std::io::stderr().is_terminal();
-    let step = (total / 20).max(1);
-    let res = baseline::run(&corpus, &cfg, &mut |p| {
-        pb.set_position(p.done as u64);
-        pb.set_message(p.what.to_string());
-        if !tty && (p.done % step == 0 || p.done == p.total) {
-            eprintln!("[{}/{}] {}", p.done, p.total, p.what);
+    let bar = pb.clone();
+    let progress = Progress::new(move |s| {
+        bar.set_length(s.total as u64);
+        bar.set_position(s.done as u64);
+        bar.set_message(s.what.to_string());
+        let step = (s.total / 20).max(1);
+        if !tty && (s.done % step == 0 || s.done == s.total) {
+            eprintln!("[{}/{}] {}", s.done, s.total, s.what);
         }
     });
+    let out = f(&progress);
     pb.finish_and_clear();
-    let res = res.context("baseline experiment")?;
-    write_baseline(&dir, &corpus, &res)?;
-    print!("{}", summary_table(&res).to_text());
-    println!("results: {}", dir.display());
-    Ok(())
+    out
 }
 
-fn opt(v: Option<f64>, digits: usize) -> String {
-    v.map_or_else(|| "-".into(), |x| format!("{x:.digits$}"))
+/// `100`, `75ms` or `0.15s` as whole milliseconds, 1 ms to 10 s.
+fn rtt_ms(flag: &str, s: &str) -> anyhow::Result<u64> {
+    let d = crate::origin::parse_duration(s).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+    let ms = d.as_millis() as u64;
+    if ms == 0 || ms > 10_000 {
+        bail!("{flag} {s}: give a round trip between 1 ms and 10 s");
+    }
+    Ok(ms)
 }
 
-fn summary_table(res: &BaselineResult) -> Table {
-    let mut t = Table::new(&[
-        "RTT ms",
-        "pages",
-        "MdAPE printed %",
-        "MdAPE rounds %",
-        "MAPE printed %",
-        "MAPE rounds %",
-        "measured/model",
-    ]);
-    for s in &res.per_rtt {
-        t.push(vec![
-            s.rtt_ms.to_string(),
-            s.pages.to_string(),
-            opt(s.mdape_printed_pct, 1),
-            opt(s.mdape_rounds_pct, 1),
-            opt(s.mape_printed_pct, 1),
-            opt(s.mape_rounds_pct, 1),
-            opt(s.median_ratio_printed, 3),
-        ]);
-    }
-    t
-}
-
-fn cells_table(res: &BaselineResult) -> Table {
-    let mut t = Table::new(&[
-        "page",
-        "KB",
-        "objects",
-        "RTT ms",
-        "runs ok",
-        "measured s",
-        "model printed s",
-        "model rounds s",
-        "APE printed %",
-        "APE rounds %",
-        "idle measured %",
-        "idle model %",
-    ]);
-    for c in &res.cells {
-        t.push(vec![
-            c.page.clone(),
-            format!("{:.0}", c.page_bytes as f64 / 1000.0),
-            c.objects.to_string(),
-            c.rtt_ms.to_string(),
-            c.runs_ok.to_string(),
-            opt(c.measured_s, 3),
-            format!("{:.3}", c.model_printed_s),
-            format!("{:.3}", c.model_rounds_s),
-            opt(c.ape_printed.map(|x| x * 100.0), 1),
-            opt(c.ape_rounds.map(|x| x * 100.0), 1),
-            opt(c.measured_idle_share.map(|x| x * 100.0), 1),
-            format!("{:.1}", c.model_idle_share * 100.0),
-        ]);
-    }
-    t
-}
-
-fn runs_table(res: &BaselineResult) -> Table {
-    let mut t = Table::new(&[
-        "page",
-        "bytes",
-        "objects",
-        "rtt_ms",
-        "run",
-        "ok",
-        "plt_wire_s",
-        "plt_loader_s",
-        "idle_share",
-        "error",
-    ]);
-    for r in &res.runs {
-        t.push(vec![
-            r.page.clone(),
-            r.page_bytes.to_string(),
-            r.objects.to_string(),
-            r.rtt_ms.to_string(),
-            r.run.to_string(),
-            r.ok.to_string(),
-            opt(r.plt_wire_s, 6),
-            opt(r.plt_loader_s, 6),
-            opt(r.idle_share, 4),
-            r.error.clone().unwrap_or_default(),
-        ]);
-    }
-    t
-}
-
-pub(crate) fn write(path: &Path, text: &str) -> anyhow::Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
-}
-
-fn write_baseline(dir: &Path, corpus: &Corpus, res: &BaselineResult) -> anyhow::Result<()> {
-    write(&dir.join("runs.csv"), &runs_table(res).to_csv())?;
-    write(&dir.join("cells.csv"), &cells_table(res).to_csv())?;
-    write(&dir.join("summary.csv"), &summary_table(res).to_csv())?;
-    write(
-        &dir.join("result.json"),
-        &serde_json::to_string_pretty(res).context("serialising the result")?,
-    )?;
-    for &rtt in &res.config.rtts_ms {
-        let recs: Vec<_> = res
-            .samples
-            .iter()
-            .filter(|(r, _)| *r == rtt)
-            .map(|(_, rec)| rec.clone())
-            .collect();
-        let har = serde_json::to_string_pretty(&to_har(&recs)).context("HAR")?;
-        write(&dir.join(format!("run0-rtt{rtt}ms.har")), &har)?;
-    }
-
-    // Measured against the model, one colour per RTT, and the diagonal.
-    let mut series = Vec::new();
-    let mut hi: f64 = 0.0;
-    for (i, &rtt) in res.config.rtts_ms.iter().enumerate() {
-        let points: Vec<(f64, f64)> = res
-            .cells
-            .iter()
-            .filter(|c| c.rtt_ms == rtt)
-            .filter_map(|c| c.measured_s.map(|m| (c.model_printed_s, m)))
-            .collect();
-        hi = points.iter().fold(hi, |h, &(x, y)| h.max(x).max(y));
-        series.push(Series {
-            name: format!("RTT {rtt} ms"),
-            points,
-            mark: Mark::Points,
-            colour: i,
-        });
-    }
-    series.push(Series {
-        name: "measured = model".into(),
-        points: vec![(0.0, 0.0), (hi, hi)],
-        mark: Mark::Line,
-        colour: 9,
-    });
-    plot::draw(
-        &dir.join("measured-vs-model.svg"),
-        &Chart {
-            title: "Page load time over one HTTP/2 connection: measured vs seed 000 T_HTTP",
-            x_label: "model T_HTTP (eq. 1 as printed), s",
-            y_label: "measured, first SYN to last byte (median), s",
-            log_y: false,
-        },
-        &series,
-    )?;
-    let per = |f: fn(&baseline::RttSummary) -> Option<f64>| -> Vec<(f64, f64)> {
-        res.per_rtt
-            .iter()
-            .filter_map(|s| f(s).map(|v| (s.rtt_ms as f64, v)))
-            .collect()
-    };
-    let (lo, hi) = (
-        *res.config.rtts_ms.iter().min().unwrap_or(&0) as f64,
-        *res.config.rtts_ms.iter().max().unwrap_or(&0) as f64,
-    );
-    plot::draw(
-        &dir.join("error-per-rtt.svg"),
-        &Chart {
-            title: "Model error per RTT (median absolute % error over pages)",
-            x_label: "RTT, ms",
-            y_label: "MdAPE, %",
-            log_y: false,
-        },
-        &[
-            Series {
-                name: "eq. 1 as printed".into(),
-                points: per(|s| s.mdape_printed_pct),
-                mark: Mark::Line,
-                colour: 0,
-            },
-            Series {
-                name: "round by round".into(),
-                points: per(|s| s.mdape_rounds_pct),
-                mark: Mark::Line,
-                colour: 1,
-            },
-            Series {
-                name: "target 15 %".into(),
-                points: vec![(lo, 15.0), (hi, 15.0)],
-                mark: Mark::Line,
-                colour: 9,
-            },
-        ],
-    )?;
-    write(&dir.join("report.md"), &report(corpus, res))
-}
-
-fn report(corpus: &Corpus, res: &BaselineResult) -> String {
-    let c = &res.config;
-    let ok = res.runs.iter().filter(|r| r.ok).count();
-    let mut s = String::new();
-    let _ = writeln!(s, "# Baseline: measured page loads vs seed 000's T_HTTP\n");
-    let _ = writeln!(
-        s,
-        "- corpus `{}`: {} pages; {} loads ({} complete)\n\
-         - link: {:.1} Mbit/s both ways, RTT {:?} ms (half each way), unbounded drop-tail queue, no loss\n\
-         - one HTTP/2 connection ({}), origin TCP congestion control `{}`, {} runs per page and RTT\n\
-         - measured: first SYN to last body byte, median over runs; model: eq. 1 (as printed) and the round-by-round variant, n = 1, S_page = body bytes\n",
-        corpus.name,
-        corpus.pages.len(),
-        res.runs.len(),
-        ok,
-        c.rate_bps as f64 / 1e6,
-        c.rtts_ms,
-        if c.tls { "h2 over TLS" } else { "h2c" },
-        c.congestion,
-        c.runs
-    );
-    let _ = writeln!(s, "## Model error per RTT (target: MdAPE ≤ 15 %)\n");
-    s.push_str(&summary_table(res).to_markdown());
-    let _ = writeln!(s, "\n![measured vs model](measured-vs-model.svg)\n");
-    let _ = writeln!(s, "![error per RTT](error-per-rtt.svg)\n");
-    let _ = writeln!(s, "## Per page and RTT\n");
-    s.push_str(&cells_table(res).to_markdown());
-    let failed: Vec<_> = res.runs.iter().filter(|r| !r.ok).collect();
-    if !failed.is_empty() {
-        let _ = writeln!(s, "\n## Failed loads\n");
-        for r in failed {
-            let _ = writeln!(
-                s,
-                "- {} at {} ms, run {}: {}",
-                r.page,
-                r.rtt_ms,
-                r.run,
-                r.error.as_deref().unwrap_or("?")
-            );
-        }
-    }
-    let _ = writeln!(
-        s,
-        "\nFiles: runs.csv (every load), cells.csv, summary.csv, result.json, \
-         run0-rtt*.har (first run of every page, HAR 1.2)."
-    );
-    s
-}
-
-fn run_load(a: LoadArgs) -> anyhow::Result<()> {
-    let corpus = corpus_of(&a.corpus)?;
-    let protocol: Protocol = a.protocol.parse().map_err(|e: String| anyhow::anyhow!(e))?;
-    let rtt = rtt_ms(&a.rtt)?;
-    let rate = rate_of(&a.rate)?;
-    let ca_dir = ca_dir_of(&a.corpus)?;
-    needs_root()?;
-    let bed = Bed::start(
-        &corpus,
-        baseline::link(rate, rtt),
-        LinkOptions::default(),
-        &OriginSettings {
-            congestion: a.corpus.cc.clone(),
-            ca_dir,
-        },
-    )
-    .context("starting the testbed")?;
-    let mut opts = LoadOptions::browser(protocol, a.tls);
-    if let Some(n) = a.connections {
-        if n == 0 || n > 64 {
-            bail!("--connections {n}: give 1 to 64");
-        }
-        opts.connections = n;
-        opts.preconnect = n > 1 && protocol != Protocol::H1;
-    }
-    opts.assign = match a.assign.as_str() {
-        "least" => std::sync::Arc::new(mewa_lab::loader::LeastOutstanding),
-        "round-robin" => std::sync::Arc::new(mewa_lab::loader::RoundRobin::default()),
-        "warm-first" => std::sync::Arc::new(mewa_lab::loader::WarmFirst),
-        other => bail!("--assign {other}: give least, round-robin or warm-first"),
-    };
-    if let Some(kb) = a.pull_kb {
-        if kb == 0 {
-            bail!("--pull-kb 0: give at least 1 (KB per connection)");
-        }
-        opts.pull_budget = Some(kb.saturating_mul(1000));
-    }
-    if a.pull_follow_ms == Some(0) {
-        bail!("--pull-follow-ms 0: give the window in ms, about one RTT (e.g. 65)");
-    }
-    opts.pull_follow = a.pull_follow_ms.map(std::time::Duration::from_millis);
-    let opts = bed.options(opts);
-    let mut t = Table::new(&[
-        "page",
-        "KB",
-        "objects",
-        "conns",
-        "PLT wire s",
-        "PLT loader s",
-        "idle %",
-        "eff. concurrency",
-        "first RTT bins KB",
-    ]);
-    let mut records = Vec::new();
-    for page in &corpus.pages {
-        let rec = bed.load(page, &opts)?;
-        let m = PageMetrics::from_record(&rec);
-        let bins = max_bytes_per_bin(&bytes_per_rtt_bin(&rec, rtt as f64 / 1000.0));
-        let bins: Vec<String> = bins
-            .iter()
-            .take(6)
-            .map(|b| format!("{:.0}", *b as f64 / 1000.0))
-            .collect();
-        if !rec.ok() {
-            eprintln!(
-                "warning: {} did not load completely: {}",
-                page.name,
-                rec.first_error().unwrap_or_default()
-            );
-        }
-        t.push(vec![
-            page.name.clone(),
-            format!("{:.0}", m.body_bytes as f64 / 1000.0),
-            m.objects.to_string(),
-            m.connections.to_string(),
-            opt(m.plt_wire_s, 3),
-            opt(m.plt_loader_s, 3),
-            opt(m.idle_share.map(|x| x * 100.0), 1),
-            opt(m.effective_concurrency, 2),
-            bins.join(" "),
-        ]);
-        records.push(rec);
-    }
-    bed.shutdown().context("tearing down the testbed")?;
-    print!("{}", t.to_text());
-    if let Some(p) = &a.har {
-        write(p, &serde_json::to_string_pretty(&to_har(&records))?)?;
-        println!("HAR: {}", p.display());
-    }
-    if let Some(p) = &a.json {
-        write(p, &serde_json::to_string_pretty(&records)?)?;
-        println!("records: {}", p.display());
-    }
-    Ok(())
+fn rate_of(s: &str) -> anyhow::Result<u64> {
+    parse_rate(s).map_err(|e| anyhow::anyhow!("--rate: {e}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
 
-    #[test]
-    fn rtt_accepts_ms_and_durations() {
-        assert_eq!(rtt_ms("100").unwrap(), 100);
-        assert_eq!(rtt_ms("75ms").unwrap(), 75);
-        assert_eq!(rtt_ms("0.15s").unwrap(), 150);
-        assert!(rtt_ms("0").is_err());
-        assert!(rtt_ms("fast").is_err());
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        cmd: LabSub,
+    }
+
+    fn parse(args: &[&str]) -> LabSub {
+        let mut v = vec!["lab"];
+        v.extend_from_slice(args);
+        Cli::try_parse_from(v).expect("parses").cmd
     }
 
     #[test]
-    fn stamp_is_a_folder_name() {
-        let s = stamp();
-        assert_eq!(s.len(), 15, "{s}");
-        assert_eq!(&s[8..9], "-");
-        assert!(s.chars().all(|c| c.is_ascii_digit() || c == '-'));
+    fn rtt_accepts_ms_and_durations() {
+        assert_eq!(rtt_ms("--rtt", "100").unwrap(), 100);
+        assert_eq!(rtt_ms("--rtt", "75ms").unwrap(), 75);
+        assert_eq!(rtt_ms("--rtt", "0.15s").unwrap(), 150);
+        assert!(rtt_ms("--rtt", "0").is_err());
+        assert!(rtt_ms("--rtt", "fast").is_err());
+    }
+
+    #[test]
+    fn no_flags_give_the_library_defaults() {
+        let LabSub::Meh(a) = parse(&["meh"]) else {
+            panic!("not meh")
+        };
+        assert_eq!(a.config().unwrap(), meh::Config::default());
+        let LabSub::Baseline(a) = parse(&["baseline"]) else {
+            panic!("not baseline")
+        };
+        assert_eq!(a.config().unwrap(), baseline::Config::default());
+        let LabSub::Load(a) = parse(&["load"]) else {
+            panic!("not load")
+        };
+        assert_eq!(a.config().unwrap(), load::Config::default());
+    }
+
+    #[test]
+    fn flags_override_a_config_file() {
+        let dir = std::env::temp_dir().join(format!("mewa-cli-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("config.json");
+        let saved = meh::Config {
+            runs: 7,
+            radio_rtt_ms: 60,
+            dispatch: Dispatch::Push,
+            ..meh::Config::default()
+        };
+        std::fs::write(&file, serde_json::to_string(&saved).unwrap()).unwrap();
+        let f = file.to_str().unwrap();
+        let LabSub::Meh(a) = parse(&["meh", "--config", f]) else {
+            panic!("not meh")
+        };
+        assert_eq!(a.config().unwrap(), saved);
+        let LabSub::Meh(a) = parse(&["meh", "--config", f, "--runs", "2"]) else {
+            panic!("not meh")
+        };
+        let c = a.config().unwrap();
+        assert_eq!(
+            (c.runs, c.radio_rtt_ms, c.dispatch),
+            (2, 60, Dispatch::Push)
+        );
+        // A baseline config is not a MEH config.
+        let LabSub::Baseline(a) = parse(&["baseline", "--config", f]) else {
+            panic!("not baseline")
+        };
+        assert!(a.config().is_err());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -10,7 +10,6 @@ mod corpus;
 mod edge;
 mod hint;
 mod lab;
-mod lab_meh;
 mod link;
 mod linkplot;
 mod model;
@@ -57,8 +56,22 @@ enum Cmd {
     Bench(bench::BenchCmd),
 }
 
+/// Sends the libraries' `tracing` events to stderr: `RUST_LOG` filters
+/// them (`RUST_LOG=mewa_edge=debug`), info and above by default.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .try_init();
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    init_logging();
     let res = match cli.cmd {
         Cmd::Model(m) => model::run(m).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Hint(h) => hint::run(h).map(|()| std::process::ExitCode::SUCCESS),

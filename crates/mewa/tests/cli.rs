@@ -293,9 +293,44 @@ fn lab_load_writes_har_and_records() {
         har.to_str().unwrap(),
         "--json",
         json.to_str().unwrap(),
+        "--out",
+        s.join("out").to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(stdout(&o).contains("meh15-02-622k-32"), "{}", stdout(&o));
+    // The result folder holds the configuration and its provenance, and
+    // the configuration re-runs the same load.
+    let folder = std::fs::read_dir(s.join("out"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("load-")
+        })
+        .expect("a load-<stamp> folder");
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(folder.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["experiment"], "load");
+    assert!(meta["kernel"].as_str().is_some_and(|k| !k.is_empty()));
+    let cfg = folder.join("config.json");
+    let c: serde_json::Value = serde_json::from_slice(&std::fs::read(&cfg).unwrap()).unwrap();
+    assert_eq!(c["rtt_ms"], 40);
+    assert_eq!(c["corpus"]["pages"][0], "622k");
+    assert!(folder.join("loads.har").is_file() && folder.join("loads.csv").is_file());
+    let again = mewa(&["lab", "load", "--config", cfg.to_str().unwrap()]);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert!(
+        stdout(&again).contains("meh15-02-622k-32"),
+        "{}",
+        stdout(&again)
+    );
     let h: serde_json::Value = serde_json::from_slice(&std::fs::read(&har).unwrap()).unwrap();
     assert_eq!(h["log"]["version"], "1.2");
     let entries = h["log"]["entries"].as_array().unwrap();

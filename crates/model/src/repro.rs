@@ -245,6 +245,28 @@ pub fn fld_table(rtts: u32) -> Vec<FldRow> {
         .collect()
 }
 
+/// Seed 000 §IV's measured Mobile Edge Hint results (Figs. 7–8), which
+/// `mewa lab meh` prints beside its own.
+pub mod meh {
+    /// Median page load time without the hint (one HTTP/2 connection), s.
+    pub const MEDIAN_WITHOUT_S: f64 = 2.38;
+    /// Median page load time with the hint, s.
+    pub const MEDIAN_WITH_S: f64 = 1.89;
+    /// Median reduction, percent.
+    pub const MEDIAN_REDUCTION_PCT: f64 = 20.5;
+    /// Best page's reduction, percent.
+    pub const BEST_REDUCTION_PCT: f64 = 34.5;
+    /// Fig. 8's three pages: (KB, objects, median reduction %).
+    pub const FIG8: [(u64, usize, f64); 3] = [(622, 32, 34.5), (1412, 72, 24.3), (3648, 46, 6.03)];
+
+    /// The Fig. 8 page a page of `bytes` stands for: the one within a
+    /// quarter of its size.
+    pub fn fig8_of(bytes: u64) -> Option<(u64, usize, f64)> {
+        FIG8.into_iter()
+            .find(|&(kb, _, _)| bytes.abs_diff(kb * 1000) <= kb * 250)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,6 +337,14 @@ mod tests {
         };
         // A larger RTT allows a larger peak (seed 001 Fig. 5).
         assert!(peak(400, 150) > peak(400, 100) && peak(400, 100) > peak(400, 50));
+    }
+
+    #[test]
+    fn fig8_pages_stand_for_pages_within_a_quarter_of_their_size() {
+        assert_eq!(meh::fig8_of(622_000).map(|f| f.0), Some(622));
+        assert_eq!(meh::fig8_of(1_700_000).map(|f| f.0), Some(1412));
+        assert_eq!(meh::fig8_of(2_000_000), None);
+        assert_eq!(meh::fig8_of(0), None);
     }
 
     #[test]

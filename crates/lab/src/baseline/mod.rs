@@ -15,6 +15,8 @@
 //! [`mewa_model::t_http_rounds`] (round by round) for one connection, with
 //! the page's total body bytes as S_page.
 
+mod report;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -22,16 +24,99 @@ use mewa_corpus::{Corpus, Page};
 use mewa_link::core::{DelaySpec, DirectionConfig, LinkConfig, QueueSpec, RateSpec};
 use mewa_link::runtime::LinkOptions;
 use mewa_model::http::{t_http, t_http_rounds, TcpPath};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::bed::{Bed, BedError, OriginSettings};
+use crate::experiment::{
+    ca_dir_or_default, needs_root, CorpusChoice, ExperimentError, Progress, ResultFolder,
+};
 use crate::loader::LoadOptions;
 use crate::metrics::{median, PageMetrics};
 use crate::record::{LoadRecord, Protocol};
 
-/// What to run.
+pub use report::BaselineReport;
+
+/// `mewa lab baseline`'s settings. `Default` is seed 000 §IV's grid and
+/// what the CLI shows: 20 Mbit/s, RTT 50–150 ms, 10 runs, h2c, cubic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// The pages.
+    pub corpus: CorpusChoice,
+    /// The local test CA's folder (none: the default location).
+    pub ca_dir: Option<PathBuf>,
+    /// TCP congestion control of the origin's sockets.
+    pub cc: String,
+    /// Round-trip times of the grid, ms.
+    pub rtts_ms: Vec<u64>,
+    /// Bottleneck rate both ways, bit/s.
+    pub rate_bps: u64,
+    /// Loads per page and RTT.
+    pub runs: usize,
+    /// h2 over TLS instead of h2c (adds the TLS handshake's round trip,
+    /// which the model does not count).
+    pub tls: bool,
+    /// Parent of the timestamped result folder.
+    pub out: PathBuf,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            corpus: CorpusChoice::default(),
+            ca_dir: None,
+            cc: "cubic".into(),
+            rtts_ms: vec![50, 75, 100, 125, 150],
+            rate_bps: 20_000_000,
+            runs: 10,
+            tls: false,
+            out: PathBuf::from("out/lab"),
+        }
+    }
+}
+
+/// Runs the grid and returns the report; the result folder under
+/// [`Config::out`] holds `config.json` from the start. Needs root.
+pub fn run(config: &Config, progress: &Progress) -> Result<BaselineReport, ExperimentError> {
+    if config.runs == 0 {
+        return Err(ExperimentError::Config {
+            field: "--runs",
+            message: "must be at least 1".into(),
+        });
+    }
+    if config.rtts_ms.is_empty() || config.rtts_ms.iter().any(|&r| r == 0 || r > 10_000) {
+        return Err(ExperimentError::Config {
+            field: "--rtt",
+            message: format!(
+                "{:?}: give one or more round trips between 1 ms and 10 s",
+                config.rtts_ms
+            ),
+        });
+    }
+    if config.rate_bps == 0 {
+        return Err(ExperimentError::Config {
+            field: "--rate",
+            message: "give a rate above 0 (e.g. 20mbit)".into(),
+        });
+    }
+    let corpus = config.corpus.load()?;
+    let setup = Setup {
+        rate_bps: config.rate_bps,
+        rtts_ms: config.rtts_ms.clone(),
+        runs: config.runs,
+        tls: config.tls,
+        congestion: config.cc.clone(),
+        ..Setup::seed000(ca_dir_or_default(&config.ca_dir)?)
+    };
+    needs_root()?;
+    let folder = ResultFolder::create(&config.out, "baseline", config)?;
+    let result = run_setup(&corpus, &setup, progress)?;
+    Ok(BaselineReport::new(config.clone(), &corpus, result, folder))
+}
+
+/// The grid as the runner uses it (resolved from a [`Config`]).
 #[derive(Debug, Clone, Serialize)]
-pub struct BaselineConfig {
+pub struct Setup {
     /// Bottleneck rate both ways, bit/s.
     pub rate_bps: u64,
     /// Round-trip times of the grid, ms (split evenly over the two
@@ -49,12 +134,12 @@ pub struct BaselineConfig {
     pub timeout: Duration,
 }
 
-impl BaselineConfig {
+impl Setup {
     /// Seed 000's grid: 20 Mbit/s, RTT 50–150 ms in 25 ms steps, 10 runs,
     /// h2c, cubic (Linux's default before bbr, and what the seed's servers
     /// ran).
-    pub fn seed000(ca_dir: PathBuf) -> BaselineConfig {
-        BaselineConfig {
+    pub fn seed000(ca_dir: PathBuf) -> Setup {
+        Setup {
             rate_bps: 20_000_000,
             rtts_ms: vec![50, 75, 100, 125, 150],
             runs: 10,
@@ -143,7 +228,7 @@ pub struct RttSummary {
 #[derive(Debug, Clone, Serialize)]
 pub struct BaselineResult {
     /// The configuration it ran with.
-    pub config: BaselineConfig,
+    pub config: Setup,
     /// Every load.
     pub runs: Vec<Run>,
     /// Per page and RTT.
@@ -154,17 +239,6 @@ pub struct BaselineResult {
     /// and closer looks).
     #[serde(skip)]
     pub samples: Vec<(u64, LoadRecord)>,
-}
-
-/// Progress of a running experiment.
-#[derive(Debug, Clone)]
-pub struct Progress<'a> {
-    /// Loads finished.
-    pub done: usize,
-    /// Loads in all.
-    pub total: usize,
-    /// What runs now.
-    pub what: &'a str,
 }
 
 /// A link of `rtt_ms` round trip and `rate_bps` both ways.
@@ -183,11 +257,11 @@ pub fn link(rate_bps: u64, rtt_ms: u64) -> LinkConfig {
     }
 }
 
-/// Runs the grid over every page of `corpus`.
-pub fn run(
+/// Runs the grid of `cfg` over every page of `corpus`.
+pub fn run_setup(
     corpus: &Corpus,
-    cfg: &BaselineConfig,
-    progress: &mut dyn FnMut(Progress<'_>),
+    cfg: &Setup,
+    progress: &Progress,
 ) -> Result<BaselineResult, BedError> {
     let total = cfg.rtts_ms.len() * cfg.runs * corpus.pages.len();
     let mut done = 0;
@@ -211,11 +285,7 @@ pub fn run(
         for r in 0..cfg.runs {
             for page in &corpus.pages {
                 let what = format!("RTT {rtt} ms, run {}/{}, {}", r + 1, cfg.runs, page.name);
-                progress(Progress {
-                    done,
-                    total,
-                    what: &what,
-                });
+                progress.step(done, total, &what);
                 let rec = bed.load(page, &opts)?;
                 runs.push(one_run(page, rtt, r, &rec));
                 if r == 0 {
@@ -226,11 +296,7 @@ pub fn run(
         }
         bed.shutdown()?;
     }
-    progress(Progress {
-        done,
-        total,
-        what: "done",
-    });
+    progress.step(done, total, "done");
     let cells = cells(corpus, cfg, &runs);
     let per_rtt = cfg.rtts_ms.iter().map(|&r| summary(r, &cells)).collect();
     Ok(BaselineResult {
@@ -279,7 +345,7 @@ fn ape(model: f64, measured: Option<f64>) -> Option<f64> {
         .map(|m| (model - m).abs() / m)
 }
 
-fn cells(corpus: &Corpus, cfg: &BaselineConfig, runs: &[Run]) -> Vec<Cell> {
+fn cells(corpus: &Corpus, cfg: &Setup, runs: &[Run]) -> Vec<Cell> {
     let mut out = Vec::new();
     for &rtt in &cfg.rtts_ms {
         for page in &corpus.pages {

@@ -1,0 +1,200 @@
+//! Browser runs: headless Chromium loads the page through the local
+//! proxy (`mewa_client::proxy`) in the client's namespace, with the hint
+//! and without, and the NetLog says how long the page took.
+
+use std::net::SocketAddr;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mewa_corpus::Page;
+use serde::Serialize;
+
+use super::netlog::netlog_times;
+use super::pairs::replay_pair_stretch;
+use super::{Dispatch, Policy, Setup};
+use crate::bed::{Bed, BedError, NsServer, PORT_PLAIN};
+use crate::experiment::Progress;
+
+/// Flags for headless Chromium in a lab namespace (GUIDE §3): without the
+/// background-networking ones it floods the closed network with lookups.
+/// Add a fresh `--user-data-dir` per load.
+pub const HEADLESS_FLAGS: [&str; 7] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+];
+
+/// One page load by headless Chromium through the local proxy.
+#[derive(Debug, Clone, Serialize)]
+pub struct BrowserRun {
+    /// Page name.
+    pub page: String,
+    /// Run index.
+    pub run: usize,
+    /// Whether the proxy followed the hint (else one connection).
+    pub with_hint: bool,
+    /// The page's own load in Chromium's NetLog, seconds: from the request
+    /// for the page's URL to the last event of a request for one of its
+    /// objects ([`netlog_times`]).
+    pub plt_s: Option<f64>,
+    /// From the same start to the start of the page's last request: how
+    /// long Chromium took to ask for everything. What follows it is the
+    /// only part of the load more connections can shorten.
+    pub requested_s: Option<f64>,
+    /// Connections the proxy opened for the page's host.
+    pub n: usize,
+    /// What went wrong, if anything.
+    pub error: Option<String>,
+}
+
+/// Loads each page in headless Chromium through the local proxy
+/// ([`mewa_client::proxy`]) running in the client's namespace with the
+/// Chromium binary and run count of [`Setup::browser`] (nothing when it
+/// is `None`), with the hint and without (the proxy then opens one connection),
+/// back to back.
+pub fn browser_runs(
+    bed: &Bed,
+    edge: SocketAddr,
+    pages: &[&Page],
+    cfg: &Setup,
+    work_dir: &std::path::Path,
+    progress: &Progress,
+) -> Result<Vec<BrowserRun>, BedError> {
+    let Some((chromium, runs)) = &cfg.browser else {
+        return Ok(Vec::new());
+    };
+    let (chromium, runs) = (chromium.as_path(), *runs);
+    let topo = bed
+        .topology()
+        .ok_or_else(|| BedError::Runtime("testbed already shut down".into()))?;
+    // Chromium speaks HTTP/2 to the proxy over TLS, as seed 000's Chrome
+    // did to its local nghttpx: over HTTP/1.1 it keeps at most six requests
+    // per host in flight, which n connections behind the proxy cannot undo.
+    let certs = mewa_origin::Ca::load_or_create(&cfg.ca_dir)
+        .and_then(|ca| ca.issue(&[]))
+        .map_err(|e| BedError::Runtime(format!("the proxy's certificate: {e}")))?;
+    let tls = Arc::new(
+        certs
+            .tcp_config()
+            .map_err(|e| BedError::Runtime(format!("the proxy's TLS: {e}")))?,
+    );
+    let total = pages.len() * runs * 2;
+    let mut out = Vec::with_capacity(total);
+    for r in 0..runs {
+        for (i, page) in pages.iter().enumerate() {
+            let pair = r * pages.len() + i;
+            for with_hint in [r % 2 == 1, r % 2 == 0] {
+                replay_pair_stretch(topo, cfg, pair)?;
+                progress.step(
+                    out.len(),
+                    total,
+                    &format!("Chromium run {}/{runs}, {}", r + 1, page.name),
+                );
+                let mut pc = mewa_client::proxy::ProxyConfig::new(edge, cfg.planned_bandwidth_bps);
+                pc.origin_port = PORT_PLAIN;
+                pc.use_hints = with_hint;
+                pc.prefetch = cfg.prefetch;
+                pc.warm_first = cfg.policy == Policy::WarmFirst;
+                // The proxy pulls at the rate as the loader does; it has no
+                // fixed-budget pull, so `Pull` runs it as seed 000 pushes.
+                pc.dispatch = match cfg.dispatch {
+                    Dispatch::PullRate => mewa_client::proxy::Dispatch::PullRate,
+                    Dispatch::Auto => mewa_client::proxy::Dispatch::Auto,
+                    Dispatch::Push | Dispatch::Pull => mewa_client::proxy::Dispatch::Push,
+                };
+                let (n_tx, n_rx) = mpsc::channel::<usize>();
+                let host = mewa_hint::page::host_of(&page.main).unwrap_or_default();
+                let tls = tls.clone();
+                let (proxy, port) = NsServer::start(
+                    topo,
+                    crate::bed::CLIENT,
+                    0,
+                    "proxy",
+                    Duration::from_secs(10),
+                    move |ready, stop| async move {
+                        let l = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+                            Ok(l) => l,
+                            Err(e) => return ready.fail(e),
+                        };
+                        match l.local_addr() {
+                            Ok(a) => ready.ok(a.port()),
+                            Err(e) => return ready.fail(e),
+                        }
+                        let proxy = mewa_client::proxy::Proxy::new(pc);
+                        let serving = tokio::spawn(proxy.clone().serve_tls(l, tls));
+                        stop.wait().await;
+                        serving.abort();
+                        let n = proxy.session_of(&host).await.map_or(0, |s| s.connections());
+                        let st = &proxy.stats;
+                        tracing::info!(
+                            "proxy: browser connections h2 {}, HTTP/1.1 {}; {} requests forwarded",
+                            st.browser_h2.load(std::sync::atomic::Ordering::Relaxed),
+                            st.browser_h1.load(std::sync::atomic::Ordering::Relaxed),
+                            st.forwarded.load(std::sync::atomic::Ordering::Relaxed)
+                        );
+                        let _ = n_tx.send(n);
+                    },
+                )?;
+                let profile = work_dir.join(format!("profile-{}-{r}-{with_hint}", page.name));
+                let netlog = work_dir.join(format!("{}-{r}-{with_hint}.netlog.json", page.name));
+                let result = topo
+                    .command(crate::bed::CLIENT, chromium)?
+                    .args(HEADLESS_FLAGS)
+                    .arg("--disable-http-cache")
+                    .arg(format!("--user-data-dir={}", profile.display()))
+                    .arg(format!("--proxy-server=https://127.0.0.1:{port}"))
+                    .arg(format!(
+                        "--ignore-certificate-errors-spki-list={}",
+                        certs.leaf_spki_sha256
+                    ))
+                    .arg(format!("--log-net-log={}", netlog.display()))
+                    .arg("--virtual-time-budget=30000")
+                    .arg("--dump-dom")
+                    .arg(&page.main)
+                    .output();
+                proxy.stop();
+                let n = n_rx.try_recv().unwrap_or(0);
+                let (times, error) = match result {
+                    Ok(o) if o.status.success() => match std::fs::read(&netlog)
+                        .map_err(|e| format!("reading {}: {e}", netlog.display()))
+                        .and_then(|b| netlog_times(&b, page))
+                    {
+                        Ok(t) => (Some(t), None),
+                        Err(e) => (None, Some(e)),
+                    },
+                    Ok(o) => (
+                        None,
+                        Some(format!(
+                            "chromium exited with {}: {}",
+                            o.status,
+                            String::from_utf8_lossy(&o.stderr)
+                                .lines()
+                                .last()
+                                .unwrap_or("")
+                        )),
+                    ),
+                    Err(e) => (None, Some(format!("starting {}: {e}", chromium.display()))),
+                };
+                let _ = std::fs::remove_dir_all(&profile);
+                if !cfg.keep_netlogs {
+                    let _ = std::fs::remove_file(&netlog);
+                }
+                out.push(BrowserRun {
+                    page: page.name.clone(),
+                    run: r,
+                    with_hint,
+                    plt_s: times.map(|t| t.plt_s),
+                    requested_s: times.map(|t| t.requested_s),
+                    n,
+                    error,
+                });
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,207 @@
+//! The experiment's settings as the runner uses them: the client's
+//! policies and the resolved radio and wired links.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mewa_link::core::{DelaySpec, DirectionConfig, LinkConfig, QueueSpec, RateSpec};
+use serde::{Deserialize, Serialize};
+
+/// How the hint-aware client spreads objects over its n connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// Seed 000 as written: the hint's size-balanced (LPT) assignment;
+    /// objects the hint does not list go to the least-loaded connection.
+    Hint,
+    /// Objects that reveal others (HTML, CSS, scripts) stay on the
+    /// connection that carried the document, whose window has grown; the
+    /// leaves follow the hint's assignment (docs/LAB.md explains why).
+    WarmFirst,
+}
+
+/// When the hint-aware client sends each leaf's request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dispatch {
+    /// As soon as the object is found, on the connection the policy
+    /// chose (seed 000: a static split by size).
+    Push,
+    /// Leaves wait while every connection has a bandwidth-delay product
+    /// of bytes outstanding and go to the first that drains (the policy's
+    /// choice when it has room): a connection that turns out slow carries
+    /// less ([`LoadOptions::pull_budget`]).
+    Pull,
+    /// Each leaf waits for the connection that would finish it first at
+    /// its delivery rate over the last RTT and goes there once that one
+    /// holds less than twice that rate's worth; leaves larger than two
+    /// initial windows only go to a connection that has moved that much in
+    /// an RTT ([`LoadOptions::pull_follow`]): a connection that cubic's
+    /// HyStart leaves at a small window then carries little.
+    PullRate,
+    /// The default: [`Dispatch::Push`] when the client prefetches the
+    /// page's objects from the hint's URLs (every connection then starts
+    /// at once with its share known, the static split's own premise),
+    /// [`Dispatch::PullRate`] otherwise.
+    Auto,
+}
+
+impl Dispatch {
+    /// What `Auto` means for a load that prefetches (`prefetching`) or not.
+    pub fn resolve(self, prefetching: bool) -> Dispatch {
+        match self {
+            Dispatch::Auto if prefetching => Dispatch::Push,
+            Dispatch::Auto => Dispatch::PullRate,
+            d => d,
+        }
+    }
+}
+
+impl std::str::FromStr for Dispatch {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Dispatch, String> {
+        match s {
+            "push" => Ok(Dispatch::Push),
+            "pull" => Ok(Dispatch::Pull),
+            "pull-rate" => Ok(Dispatch::PullRate),
+            "auto" => Ok(Dispatch::Auto),
+            _ => Err(format!(
+                "unknown dispatch {s:?}: use auto, push, pull or pull-rate"
+            )),
+        }
+    }
+}
+
+impl std::str::FromStr for Policy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Policy, String> {
+        match s {
+            "hint" => Ok(Policy::Hint),
+            "warm-first" => Ok(Policy::WarmFirst),
+            _ => Err(format!("unknown policy {s:?}: use hint or warm-first")),
+        }
+    }
+}
+
+/// The radio link.
+#[derive(Debug, Clone)]
+pub enum RadioLink {
+    /// A constant rate both ways (seed 000 §IV: 32 Mbit/s).
+    Fixed {
+        /// Bit/s.
+        rate_bps: u64,
+    },
+    /// Mahimahi delivery traces (downlink, uplink).
+    Trace {
+        /// Label for reports (the trace file's name).
+        name: String,
+        /// Network → client.
+        down: mewa_link::core::trace::DeliveryTrace,
+        /// Client → network.
+        up: mewa_link::core::trace::DeliveryTrace,
+    },
+}
+
+/// The experiment's settings.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// Rate of the radio link.
+    pub radio: RadioLink,
+    /// Round trip over the radio link (client ⇄ edge).
+    pub radio_rtt_ms: u64,
+    /// Round trip over the wired part (edge ⇄ origin); the edge measures it.
+    pub wired_rtt_ms: u64,
+    /// Loads per page and variant.
+    pub runs: usize,
+    /// The radio bandwidth the client plans with, bit/s (seed 000: known
+    /// to the client; here the link's rate, or a trace's mean).
+    pub planned_bandwidth_bps: f64,
+    /// How objects are spread over the connections.
+    pub policy: Policy,
+    /// When leaves are requested.
+    pub dispatch: Dispatch,
+    /// With the hint, request every object whose URL the hint carries
+    /// right after the document (seed 000 §II: the client "sends requests
+    /// to all embedded URLs on parallel connections"); off, objects are
+    /// requested as the page reveals them and the hint only sets n and
+    /// the assignment.
+    pub prefetch: bool,
+    /// TCP congestion control of the origin.
+    pub congestion: String,
+    /// The test CA's folder.
+    pub ca_dir: PathBuf,
+    /// Where the edge keeps its SQLite store (a fresh file per run).
+    pub store_path: PathBuf,
+    /// Per-load limit.
+    pub timeout: Duration,
+    /// Also load seed 000's Fig. 8 pages in headless Chromium through the
+    /// local proxy: (Chromium binary, runs per page and variant).
+    pub browser: Option<(PathBuf, usize)>,
+    /// Keep each browser load's Chromium NetLog in the result folder's
+    /// `chromium/` (they are a few MB each), for reading the load's phases
+    /// in Chromium's netlog viewer or with [`netlog_times`]'s parser.
+    pub keep_netlogs: bool,
+}
+
+impl Setup {
+    /// Seed 000 §IV: average RTT 65 ms, 32 Mbit/s; 45 ms of the RTT over
+    /// the radio and 20 ms wired, 30 runs per page and variant.
+    pub fn seed000(ca_dir: PathBuf, store_path: PathBuf) -> Setup {
+        Setup {
+            radio: RadioLink::Fixed {
+                rate_bps: 32_000_000,
+            },
+            radio_rtt_ms: 45,
+            wired_rtt_ms: 20,
+            runs: 30,
+            planned_bandwidth_bps: 32e6,
+            policy: Policy::WarmFirst,
+            dispatch: Dispatch::Auto,
+            prefetch: true,
+            congestion: "cubic".into(),
+            ca_dir,
+            store_path,
+            timeout: Duration::from_secs(120),
+            browser: None,
+            keep_netlogs: false,
+        }
+    }
+
+    pub(crate) fn radio_link(&self) -> LinkConfig {
+        let one_way = DelaySpec::Fixed(Duration::from_micros(self.radio_rtt_ms * 500));
+        let dir = |rate| DirectionConfig {
+            delay: one_way.clone(),
+            rate,
+            queue: QueueSpec::default(),
+            loss: 0.0,
+        };
+        let (down, up) = match &self.radio {
+            RadioLink::Fixed { rate_bps } => (
+                RateSpec::Constant { bps: *rate_bps },
+                RateSpec::Constant { bps: *rate_bps },
+            ),
+            RadioLink::Trace { down, up, .. } => {
+                (RateSpec::Trace(down.clone()), RateSpec::Trace(up.clone()))
+            }
+        };
+        LinkConfig {
+            up: dir(up),
+            down: dir(down),
+            ..LinkConfig::default()
+        }
+    }
+
+    pub(crate) fn wired_link(&self) -> LinkConfig {
+        let dir = DirectionConfig {
+            delay: DelaySpec::Fixed(Duration::from_micros(self.wired_rtt_ms * 500)),
+            rate: RateSpec::Unlimited,
+            queue: QueueSpec::default(),
+            loss: 0.0,
+        };
+        LinkConfig {
+            up: dir.clone(),
+            down: dir,
+            ..LinkConfig::default()
+        }
+    }
+}

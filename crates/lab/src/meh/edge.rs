@@ -1,0 +1,97 @@
+//! The mobile edge inside the testbed: `mewa-edge` with a fresh SQLite
+//! store of the corpus, its latency monitor and its DNS server, in the
+//! edge's namespace.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mewa_corpus::Corpus;
+use mewa_edge::app::{now_unix_s, Edge};
+use mewa_edge::config::EdgeConfig;
+use mewa_edge::store::Store;
+
+use super::Setup;
+use crate::bed::{Bed, BedError, NsServer, EDGE, PORT_PLAIN};
+
+/// Stores the corpus in a fresh edge store, starts the edge in its
+/// namespace, measures the wired RTT once and builds the hints before
+/// returning (so the first query already gets a hint with the RTT).
+/// Returns the running edge and the measured wired RTT (ms).
+pub(crate) fn start_edge(
+    bed: &Bed,
+    corpus: &Corpus,
+    cfg: &Setup,
+) -> Result<(NsServer, Option<f64>), BedError> {
+    let topo = bed
+        .topology()
+        .ok_or_else(|| BedError::Runtime("testbed already shut down".into()))?;
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = cfg.store_path.clone().into_os_string();
+        p.push(suffix);
+        let _ = std::fs::remove_file(PathBuf::from(p));
+    }
+    let pages: Vec<_> = corpus
+        .pages
+        .iter()
+        .map(mewa_corpus::convert::to_page_meta)
+        .collect();
+    Store::open(&cfg.store_path)
+        .and_then(|mut s| s.put_pages(&pages, "corpus", now_unix_s()))
+        .map_err(|e| BedError::Runtime(format!("edge store: {e}")))?;
+    let mut config = EdgeConfig::default();
+    config.dns.listen = SocketAddr::from(([0, 0, 0, 0], 53));
+    config.dns.udp_sockets = 1;
+    config.admin.listen = SocketAddr::from(([127, 0, 0, 1], 8053));
+    config.store.path = cfg.store_path.clone();
+    config.monitor.port = PORT_PLAIN;
+    config.monitor.every_s = 5;
+    config.hint.ttl_s = 3600;
+    let origin = bed.origin_ip();
+    for p in &corpus.pages {
+        for h in p.hosts() {
+            config.zone.insert(h.to_string(), vec![origin]);
+        }
+    }
+    let main_host = corpus
+        .pages
+        .first()
+        .and_then(|p| mewa_hint::page::host_of(&p.main));
+    NsServer::start(
+        topo,
+        EDGE,
+        1,
+        "edge",
+        Duration::from_secs(60),
+        move |ready, stop| async move {
+            let (edge, bound) = match Edge::bind(config).await {
+                Ok(x) => x,
+                Err(e) => return ready.fail(e),
+            };
+            // Hosts come from the hint book: build it, probe, rebuild with
+            // the measured RTTs.
+            let first = async {
+                edge.rebuild().await?;
+                let (probed, failed) = edge.probe_origins().await;
+                if probed == 0 || failed > 0 {
+                    return Err(format!(
+                        "latency monitor: {failed} of {probed} origin probe(s) failed"
+                    ));
+                }
+                edge.rebuild().await?;
+                let rtt = match main_host {
+                    Some(h) => mewa_edge::app::with_store(&edge.store, move |s| s.origin_rtt(&h))
+                        .await?
+                        .map(|o| f64::from(o.rtt_us) / 1000.0),
+                    None => None,
+                };
+                Ok::<_, String>(rtt)
+            };
+            match first.await {
+                Ok(rtt) => ready.ok(rtt),
+                Err(e) => return ready.fail(e),
+            }
+            edge.serve(bound, stop.wait()).await;
+        },
+    )
+}

@@ -1,0 +1,251 @@
+//! Seed 000's experiment, end to end: a client behind an emulated radio
+//! link asks the mobile edge's DNS for a page's host with the hint request,
+//! plans the number of HTTP/2 connections from the hint (Algorithm 1 with
+//! BDP = radio bandwidth × (radio RTT + wired RTT)) and spreads the objects
+//! over them by size; the same page is loaded back to back without the hint
+//! (one connection, as a browser does).
+//!
+//! Everything on the path is the real thing: the edge is `mewa-edge` with
+//! its SQLite store, latency monitor (which measures the wired RTT the hint
+//! carries) and DNS server in its own namespace; the client's resolver and
+//! planner are `mewa-client`'s; the origin is `mewa-origin`; TCP is the
+//! kernel's in three namespaces.
+//!
+//! Topology: `client ⇄ radio link ⇄ edge ⇄ wired link ⇄ origin`.
+//!
+//! The experiment is a [`Config`] (what the CLI's flags set, written to
+//! the result folder's `config.json`), [`run`], and a [`MehReport`].
+//! Inside, by job:
+//! - `config`: the client's policies and the resolved [`Setup`];
+//! - `edge`: the edge in the testbed;
+//! - `pairs`: paired loads, with and without the hint;
+//! - `summary`: per-page and overall figures;
+//! - `browser`: headless Chromium through the local proxy;
+//! - `netlog`: reading a load out of Chromium's NetLog;
+//! - `report`: tables, plots and the Markdown report.
+
+mod browser;
+mod config;
+mod edge;
+mod netlog;
+mod pairs;
+mod report;
+mod summary;
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+pub use browser::{BrowserRun, HEADLESS_FLAGS};
+pub use config::{Dispatch, Policy, RadioLink, Setup};
+pub use netlog::{netlog_times, NetlogTimes};
+pub use pairs::{plan_bdp_bytes, run_setup, PlanAssign, PULL_FLOOR_BYTES, TRACE_STRIDE_MS};
+pub use report::MehReport;
+pub use summary::{fig8_pages, full_hint_bytes, summarise, MehPage, MehResult, MehRun};
+
+use crate::experiment::{
+    ca_dir_or_default, find_trace, needs_root, read_trace, CorpusChoice, ExperimentError, Progress,
+    ResultFolder,
+};
+
+/// `mewa lab meh`'s settings. `Default` is seed 000 §IV and what the CLI
+/// shows: 32 Mbit/s radio, RTT 45 ms radio + 20 ms wired, 30 runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// The pages.
+    pub corpus: CorpusChoice,
+    /// The local test CA's folder (none: the default location).
+    pub ca_dir: Option<PathBuf>,
+    /// TCP congestion control of the origin's sockets.
+    pub cc: String,
+    /// Loads per page and variant (seed 000: 30).
+    pub runs: usize,
+    /// Radio link rate both ways, bit/s (seed 000 §IV: 32 Mbit/s average);
+    /// unused with a trace.
+    pub rate_bps: u64,
+    /// A mahimahi downlink trace (`X.down`, `X.up` beside it) instead of a
+    /// fixed rate; a bare name is looked up in `../shared/data/traces`.
+    pub trace: Option<PathBuf>,
+    /// Round trip over the radio link (client ⇄ edge), ms.
+    pub radio_rtt_ms: u64,
+    /// Round trip edge ⇄ origin, ms.
+    pub wired_rtt_ms: u64,
+    /// Radio bandwidth the client plans with, bit/s; none: the link's
+    /// rate, or the trace's mean downlink rate.
+    pub bandwidth_bps: Option<u64>,
+    /// How objects are spread over the connections.
+    pub policy: Policy,
+    /// When the hint-aware client requests images, fonts and media.
+    pub dispatch: Dispatch,
+    /// With the hint, request the objects whose URLs it carries right after
+    /// the document.
+    pub prefetch: bool,
+    /// Chromium loads of the Fig. 8 pages per variant (0: none).
+    pub browser_runs: usize,
+    /// The Chromium binary.
+    pub chromium: PathBuf,
+    /// Keep every browser load's NetLog in the result folder.
+    pub keep_netlogs: bool,
+    /// Parent of the timestamped result folder.
+    pub out: PathBuf,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            corpus: CorpusChoice::default(),
+            ca_dir: None,
+            cc: "cubic".into(),
+            runs: 30,
+            rate_bps: 32_000_000,
+            trace: None,
+            radio_rtt_ms: 45,
+            wired_rtt_ms: 20,
+            bandwidth_bps: None,
+            policy: Policy::WarmFirst,
+            dispatch: Dispatch::Auto,
+            prefetch: true,
+            browser_runs: 5,
+            chromium: PathBuf::from("/usr/bin/chromium"),
+            keep_netlogs: false,
+            out: PathBuf::from("out/lab"),
+        }
+    }
+}
+
+/// Runs the experiment: builds the testbed, loads every page `runs` times
+/// with and without the hint (and in Chromium when asked), and returns the
+/// report; the result folder under [`Config::out`] holds `config.json` from
+/// the start. Needs root.
+pub fn run(config: &Config, progress: &Progress) -> Result<MehReport, ExperimentError> {
+    if config.runs == 0 {
+        return Err(ExperimentError::Config {
+            field: "--runs",
+            message: "must be at least 1".into(),
+        });
+    }
+    for (field, ms) in [
+        ("--radio-rtt", config.radio_rtt_ms),
+        ("--wired-rtt", config.wired_rtt_ms),
+    ] {
+        if ms == 0 || ms > 10_000 {
+            return Err(ExperimentError::Config {
+                field,
+                message: format!("{ms} ms: give a round trip between 1 ms and 10 s"),
+            });
+        }
+    }
+    let corpus = config.corpus.load()?;
+    let (radio, link_bps) = match &config.trace {
+        Some(t) => {
+            let (down, up) = find_trace(t)?;
+            let (d, u) = (read_trace(&down)?, read_trace(&up)?);
+            let mean = d.mean_bps();
+            let name = down.file_name().map_or_else(
+                || down.display().to_string(),
+                |n| n.to_string_lossy().into(),
+            );
+            (
+                RadioLink::Trace {
+                    name,
+                    down: d,
+                    up: u,
+                },
+                mean,
+            )
+        }
+        None => (
+            RadioLink::Fixed {
+                rate_bps: config.rate_bps,
+            },
+            config.rate_bps as f64,
+        ),
+    };
+    let planned = config.bandwidth_bps.map_or(link_bps, |b| b as f64);
+    let browser = match (config.browser_runs, config.chromium.exists()) {
+        (0, _) => None,
+        (n, true) => Some((config.chromium.clone(), n)),
+        (_, false) => {
+            tracing::warn!(
+                "skipping the browser runs: no Chromium at {} (apt-get install chromium, or --chromium PATH)",
+                config.chromium.display()
+            );
+            None
+        }
+    };
+    let ca_dir = ca_dir_or_default(&config.ca_dir)?;
+    needs_root()?;
+    let folder = ResultFolder::create(&config.out, "meh", config)?;
+    let setup = Setup {
+        radio,
+        radio_rtt_ms: config.radio_rtt_ms,
+        wired_rtt_ms: config.wired_rtt_ms,
+        runs: config.runs,
+        planned_bandwidth_bps: planned,
+        policy: config.policy,
+        dispatch: config.dispatch,
+        prefetch: config.prefetch,
+        congestion: config.cc.clone(),
+        browser,
+        keep_netlogs: config.keep_netlogs,
+        ..Setup::seed000(ca_dir, folder.path().join("edge.sqlite"))
+    };
+    let result = run_setup(&corpus, &setup, folder.path(), progress)?;
+    Ok(MehReport::new(
+        config.clone(),
+        &setup,
+        link_bps,
+        result,
+        folder,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_round_trips_through_json_and_fills_defaults() {
+        let c = Config {
+            runs: 3,
+            trace: Some("/data/x.down".into()),
+            dispatch: Dispatch::PullRate,
+            ..Config::default()
+        };
+        let text = serde_json::to_string(&c).expect("json");
+        let back: Config = serde_json::from_str(&text).expect("parse");
+        assert_eq!(back, c);
+        // An older or hand-written config names only what it changes.
+        let partial: Config = serde_json::from_str(r#"{"runs": 2}"#).expect("partial");
+        assert_eq!(partial.runs, 2);
+        assert_eq!(partial.radio_rtt_ms, Config::default().radio_rtt_ms);
+        assert!(serde_json::from_str::<Config>(r#"{"rnus": 2}"#).is_err());
+    }
+
+    #[test]
+    fn zero_runs_and_absurd_rtts_are_refused_before_anything_starts() {
+        let bad = Config {
+            runs: 0,
+            ..Config::default()
+        };
+        assert!(matches!(
+            run(&bad, &Progress::none()),
+            Err(ExperimentError::Config {
+                field: "--runs",
+                ..
+            })
+        ));
+        let bad = Config {
+            wired_rtt_ms: 0,
+            ..Config::default()
+        };
+        assert!(matches!(
+            run(&bad, &Progress::none()),
+            Err(ExperimentError::Config {
+                field: "--wired-rtt",
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,248 @@
+//! Paired loads: each page with the hint and without, back to back, on
+//! the same stretch of a trace.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mewa_client::advice::{plan, Plan, Radio};
+use mewa_client::resolve::{resolve, Resolved};
+use mewa_corpus::{Corpus, Object, Page};
+use mewa_edge::app::now_unix_s;
+use mewa_link::runtime::LinkOptions;
+
+use super::browser::browser_runs;
+use super::edge::start_edge;
+use super::summary::{fig8_pages, summarise, to_run, MehResult};
+use super::{Dispatch, Policy, RadioLink, Setup};
+use crate::bed::{Bed, BedError, OriginSettings, EDGE, PORT_PLAIN};
+use crate::experiment::Progress;
+use crate::loader::{Assign, LeastOutstanding, LoadOptions, Resolver, WarmFirst};
+use crate::record::{LoadRecord, Protocol};
+
+/// The hint's plan as a loader [`Assign`] policy.
+#[derive(Debug)]
+pub struct PlanAssign {
+    map: HashMap<u32, usize>,
+    mask: u32,
+    scheme: &'static str,
+    warm_first: bool,
+}
+
+impl PlanAssign {
+    /// Follows `plan` for objects of a page served over `scheme`.
+    pub fn new(plan: &Plan, scheme: &'static str, policy: Policy) -> PlanAssign {
+        PlanAssign {
+            map: plan.assignment_map(),
+            mask: plan.hash_mask,
+            scheme,
+            warm_first: policy == Policy::WarmFirst,
+        }
+    }
+}
+
+impl Assign for PlanAssign {
+    fn pick(&self, object: &Object, outstanding: &[u64]) -> usize {
+        // The document opens the load on the first connection.
+        if object.parent.is_none() || (self.warm_first && WarmFirst::reveals(object)) {
+            return 0;
+        }
+        let h = mewa_hint::wire::url_hash(&object.url(self.scheme)) & self.mask;
+        match self.map.get(&h) {
+            Some(&c) => c,
+            None => LeastOutstanding.pick(object, outstanding),
+        }
+    }
+}
+
+/// What one load needs from the edge.
+pub(crate) struct Lookup {
+    pub(crate) resolved: Resolved,
+    pub(crate) plan: Result<Plan, String>,
+}
+
+/// The least budget of [`Dispatch::PullRate`] (the proxy uses the same).
+pub use mewa_model::pull::PULL_FLOOR_BYTES;
+
+/// The bandwidth-delay product the plan assumed (radio bandwidth × radio
+/// and wired RTT), bytes: the pull budget per connection.
+pub fn plan_bdp_bytes(p: &Plan) -> u64 {
+    let b = p.bandwidth_bps / 8.0 * (p.radio_rtt_s + p.wired_rtt_s);
+    if b.is_finite() && b >= 1.0 {
+        b as u64
+    } else {
+        1
+    }
+}
+
+fn scheme_of(page: &Page) -> &'static str {
+    if page.main.starts_with("https:") {
+        "https"
+    } else {
+        "http"
+    }
+}
+
+/// One load: ask the edge, plan (with the hint) or not, load.
+fn one_load(
+    bed: &Bed,
+    edge: SocketAddr,
+    page: &Page,
+    with_hint: bool,
+    cfg: &Setup,
+) -> Result<(LoadRecord, Lookup), BedError> {
+    let host = mewa_hint::page::host_of(&page.main).unwrap_or_default();
+    let bw = cfg.planned_bandwidth_bps;
+    let policy = cfg.policy;
+    let dispatch = cfg.dispatch;
+    let prefetch = cfg.prefetch;
+    let timeout = cfg.timeout;
+    let scheme = scheme_of(page);
+    bed.in_client(|| async move {
+        let resolved = resolve(edge, &host, &page.main, Duration::from_secs(3))
+            .await
+            .map_err(|e| BedError::Runtime(format!("DNS: {e}")))?;
+        let addr: IpAddr = resolved.addrs.first().copied().ok_or_else(|| {
+            BedError::Runtime(format!("DNS: the edge gave no address for {host}"))
+        })?;
+        let plan = match &resolved.hint {
+            Ok(h) => plan(
+                h,
+                &page.main,
+                Radio {
+                    bandwidth_bps: bw,
+                    rtt_s: resolved.rtt.as_secs_f64(),
+                },
+                now_unix_s(),
+            )
+            .map_err(|f| f.to_string()),
+            Err(f) => Err(f.to_string()),
+        };
+        let mut opts = LoadOptions {
+            resolver: Resolver::all_to(addr),
+            port_plain: PORT_PLAIN,
+            timeout,
+            ..LoadOptions::browser(Protocol::H2, false)
+        };
+        if let (true, Ok(p)) = (with_hint, &plan) {
+            opts.connections = p.n as usize;
+            opts.preconnect = p.n > 1;
+            opts.assign = Arc::new(PlanAssign::new(p, scheme, policy));
+            if prefetch {
+                opts.prefetch = p.urls.clone();
+            }
+            match dispatch.resolve(!opts.prefetch.is_empty()) {
+                Dispatch::Push | Dispatch::Auto => {}
+                Dispatch::Pull => opts.pull_budget = Some(plan_bdp_bytes(p)),
+                Dispatch::PullRate => {
+                    opts.pull_budget = Some(PULL_FLOOR_BYTES);
+                    // The plan's RTTs are bounded by the hint's validation; a
+                    // value no Duration holds keeps the floor as a fixed budget.
+                    opts.pull_follow =
+                        Duration::try_from_secs_f64(p.radio_rtt_s + p.wired_rtt_s).ok();
+                }
+            }
+        }
+        let rec = crate::loader::load(page, &opts).await?;
+        Ok((rec, Lookup { resolved, plan }))
+    })?
+}
+
+/// Offset between the trace stretches two successive pairs of loads replay
+/// on a trace link, ms (a prime, so pairs do not fall into step with a
+/// trace's period).
+pub const TRACE_STRIDE_MS: u64 = 9_973;
+
+/// On a trace radio link, restarts the traces at pair `pair`'s stretch
+/// (pairs spread over the trace by [`TRACE_STRIDE_MS`]), so that both loads
+/// of a pair replay the same stretch and their difference is the hint's,
+/// not the trace's. Nothing on a fixed-rate link.
+pub(crate) fn replay_pair_stretch(
+    topo: &mewa_link::runtime::Topology,
+    cfg: &Setup,
+    pair: usize,
+) -> Result<(), BedError> {
+    if matches!(cfg.radio, RadioLink::Trace { .. }) {
+        let at_ms = (pair as u64).saturating_mul(TRACE_STRIDE_MS);
+        topo.rewind_traces(crate::bed::CLIENT, EDGE, at_ms)?;
+    }
+    Ok(())
+}
+
+/// Runs every page `cfg.runs` times with and without the hint, back to
+/// back (the order alternates between runs so neither variant always goes
+/// first). On a trace link both loads of a pair start at the same moment
+/// of the trace.
+///
+/// Browser runs (when [`Setup::browser`] asks for them) work in
+/// `work_dir/chromium`.
+pub fn run_setup(
+    corpus: &Corpus,
+    cfg: &Setup,
+    work_dir: &std::path::Path,
+    progress: &Progress,
+) -> Result<MehResult, BedError> {
+    let origin = OriginSettings {
+        congestion: cfg.congestion.clone(),
+        ca_dir: cfg.ca_dir.clone(),
+    };
+    let bed = Bed::start_with_edge(
+        corpus,
+        cfg.radio_link(),
+        LinkOptions::default(),
+        cfg.wired_link(),
+        &origin,
+    )?;
+    let (edge, wired_ms) = start_edge(&bed, corpus, cfg)?;
+    let edge_ip = bed
+        .topology()
+        .ok_or_else(|| BedError::Runtime("testbed already shut down".into()))?
+        .addr_towards(EDGE, crate::bed::CLIENT)?;
+    let edge_addr = SocketAddr::from((edge_ip, 53));
+    let total = cfg.runs * corpus.pages.len() * 2;
+    let mut done = 0;
+    let mut runs = Vec::with_capacity(total);
+    let topo = bed
+        .topology()
+        .ok_or_else(|| BedError::Runtime("testbed already shut down".into()))?;
+    for r in 0..cfg.runs {
+        for (i, page) in corpus.pages.iter().enumerate() {
+            let pair = r * corpus.pages.len() + i;
+            let order = if r % 2 == 0 {
+                [false, true]
+            } else {
+                [true, false]
+            };
+            for with_hint in order {
+                let what = format!(
+                    "run {}/{}, {} {}",
+                    r + 1,
+                    cfg.runs,
+                    page.name,
+                    if with_hint { "with hint" } else { "without" }
+                );
+                progress.step(done, total, &what);
+                replay_pair_stretch(topo, cfg, pair)?;
+                let (rec, lookup) = one_load(&bed, edge_addr, page, with_hint, cfg)?;
+                runs.push(to_run(page, r, with_hint, &rec, &lookup));
+                done += 1;
+            }
+        }
+    }
+    let browser = match &cfg.browser {
+        Some(_) => {
+            let dir = work_dir.join("chromium");
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| BedError::Runtime(format!("creating {}: {e}", dir.display())))?;
+            browser_runs(&bed, edge_addr, &fig8_pages(corpus), cfg, &dir, progress)?
+        }
+        None => Vec::new(),
+    };
+    progress.step(done, total, "done");
+    drop(edge);
+    bed.shutdown()?;
+    let mut res = summarise(corpus, runs, wired_ms);
+    res.browser = browser;
+    Ok(res)
+}
