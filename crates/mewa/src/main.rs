@@ -1,5 +1,7 @@
-//! `mewa`: Mobile Edge Web Acceleration — one command line over the models, the
-//! hint format and (as they land) the edge, client, link emulator and lab.
+//! `mewa`: Mobile Edge Web Acceleration — one command line over the models,
+//! the hint format, the link emulator, the origin, the edge, the client and
+//! the lab. It only parses arguments: every command's work is library code
+//! in the crates below it (docs/ARCHITECTURE.md).
 
 mod bench;
 mod bench_edge;
@@ -21,7 +23,7 @@ use clap::{Parser, Subcommand};
 /// Mobile Edge Web Acceleration: faster mobile page loads with help from the
 /// network edge, and a lab that measures by how much.
 #[derive(Debug, Parser)]
-#[command(name = "mewa", version, about, long_about = None)]
+#[command(name = "mewa", version, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -46,13 +48,17 @@ enum Cmd {
     /// store, latency monitor, admin API (docs/EDGE.md).
     Edge(edge::EdgeCmd),
     /// The hint-aware client: ask the edge for a page's hint and show the
-    /// plan (connections, assignment) or the fallback reason.
+    /// plan (connections, assignment) or the fallback reason, or run the
+    /// local proxy a browser uses.
     Client(client::ClientCmd),
-    /// Experiments over emulated links with real kernel TCP and the
-    /// built-in page loader (needs root).
+    /// Experiments over emulated links with real kernel TCP, the built-in
+    /// page loader and headless Chromium: the T_HTTP baseline, single
+    /// loads, and seed 000's Mobile Edge Hint experiment (needs root;
+    /// docs/LAB.md).
     Lab(lab::LabCmd),
-    /// Benchmarks that print figures (the link emulator's throughput and CPU
-    /// cost; the origin server against nghttpd and nginx).
+    /// Benchmarks that print figures: the link emulator against a veth
+    /// pair, the origin against nghttpd and nginx, the edge's DNS against
+    /// NSD, the proxy against a direct connection.
     Bench(bench::BenchCmd),
 }
 
