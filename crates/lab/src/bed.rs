@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use mewa_corpus::{Corpus, Page};
-use mewa_link::core::LinkConfig;
+use mewa_link::core::{DelaySpec, DirectionConfig, LinkConfig, QueueSpec, RateSpec};
 use mewa_link::runtime::{self, LinkOptions, Topology};
 use mewa_origin::{HttpOptions, Origin, OriginConfig, TcpOptions};
 use tokio::sync::oneshot;
@@ -49,6 +49,23 @@ pub enum BedError {
     /// A thread or runtime could not be created.
     #[error("{0}")]
     Runtime(String),
+}
+
+/// A link with `rtt_ms` of round trip, half each way, `down` and `up`
+/// rates, mahimahi's default unbounded drop-tail queue and no loss: every
+/// link the experiments build is of this shape.
+pub fn link_of(rtt_ms: u64, down: RateSpec, up: RateSpec) -> LinkConfig {
+    let dir = |rate| DirectionConfig {
+        delay: DelaySpec::Fixed(Duration::from_micros(rtt_ms.saturating_mul(500))),
+        rate,
+        queue: QueueSpec::default(),
+        loss: 0.0,
+    };
+    LinkConfig {
+        up: dir(up),
+        down: dir(down),
+        ..LinkConfig::default()
+    }
 }
 
 /// How the origin of a testbed serves.

@@ -18,7 +18,7 @@ use mewa_corpus::{generate, Corpus, Preset};
 use mewa_link::core::trace::DeliveryTrace;
 use serde::{Deserialize, Serialize};
 
-use crate::bed::BedError;
+use crate::bed::{BedError, OriginSettings};
 use crate::har::rfc3339_ms;
 use crate::report::{to_json, write_file, ReportError};
 
@@ -74,6 +74,28 @@ pub enum ExperimentError {
     },
 }
 
+/// Refuses a count of zero for `field` (runs, pages…).
+pub fn at_least_one(field: &'static str, n: usize) -> Result<(), ExperimentError> {
+    if n == 0 {
+        return Err(ExperimentError::Config {
+            field,
+            message: "must be at least 1".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses a round trip outside 1 ms ..= 10 s for `field`.
+pub fn rtt_in_range(field: &'static str, ms: u64) -> Result<(), ExperimentError> {
+    if ms == 0 || ms > 10_000 {
+        return Err(ExperimentError::Config {
+            field,
+            message: format!("{ms} ms: give a round trip between 1 ms and 10 s"),
+        });
+    }
+    Ok(())
+}
+
 /// Checks that this process may build namespaces and TUN links.
 pub fn needs_root() -> Result<(), ExperimentError> {
     mewa_link::runtime::probe().map_err(ExperimentError::NeedsRoot)
@@ -118,6 +140,39 @@ impl CorpusChoice {
     }
 }
 
+/// How every experiment's origin serves: its TCP congestion control and
+/// the test CA that signs its certificates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OriginChoice {
+    /// The local test CA's folder (none: [`default_ca_dir`]).
+    pub ca_dir: Option<PathBuf>,
+    /// TCP congestion control of the origin's sockets (the kernel's name:
+    /// cubic, reno, bbr).
+    pub cc: String,
+}
+
+impl Default for OriginChoice {
+    /// cubic (Linux's default before bbr, and what the seeds' servers ran),
+    /// the default CA folder.
+    fn default() -> OriginChoice {
+        OriginChoice {
+            ca_dir: None,
+            cc: "cubic".into(),
+        }
+    }
+}
+
+impl OriginChoice {
+    /// The testbed's origin settings, with the CA folder resolved.
+    pub fn settings(&self) -> Result<OriginSettings, ExperimentError> {
+        Ok(OriginSettings {
+            congestion: self.cc.clone(),
+            ca_dir: ca_dir_or_default(&self.ca_dir)?,
+        })
+    }
+}
+
 /// The local test CA's default directory: `$XDG_DATA_HOME/mewa/ca`, else
 /// `~/.local/share/mewa/ca` (one CA for every run, so a browser that was
 /// told to trust it once keeps trusting it).
@@ -129,7 +184,7 @@ pub fn default_ca_dir() -> Option<PathBuf> {
 }
 
 /// `ca_dir` if given, else [`default_ca_dir`].
-pub fn ca_dir_or_default(ca_dir: &Option<PathBuf>) -> Result<PathBuf, ExperimentError> {
+fn ca_dir_or_default(ca_dir: &Option<PathBuf>) -> Result<PathBuf, ExperimentError> {
     match ca_dir {
         Some(d) => Ok(d.clone()),
         None => default_ca_dir().ok_or(ExperimentError::Config {

@@ -11,9 +11,9 @@ use mewa_link::runtime::LinkOptions;
 use serde::{Deserialize, Serialize};
 
 use crate::baseline;
-use crate::bed::{Bed, OriginSettings};
+use crate::bed::Bed;
 use crate::experiment::{
-    ca_dir_or_default, needs_root, CorpusChoice, ExperimentError, Progress, ResultFolder,
+    needs_root, rtt_in_range, CorpusChoice, ExperimentError, OriginChoice, Progress, ResultFolder,
 };
 use crate::har::to_har;
 use crate::loader::{self, LoadOptions};
@@ -52,10 +52,8 @@ impl std::str::FromStr for AssignRule {
 pub struct Config {
     /// The pages.
     pub corpus: CorpusChoice,
-    /// The local test CA's folder (none: the default location).
-    pub ca_dir: Option<PathBuf>,
-    /// TCP congestion control of the origin's sockets.
-    pub cc: String,
+    /// The origin's congestion control and CA.
+    pub origin: OriginChoice,
     /// HTTP version.
     pub protocol: Protocol,
     /// TLS for h1/h2 (h3 always uses it).
@@ -86,8 +84,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             corpus: CorpusChoice::default(),
-            ca_dir: None,
-            cc: "cubic".into(),
+            origin: OriginChoice::default(),
             protocol: Protocol::H2,
             tls: false,
             connections: None,
@@ -146,18 +143,10 @@ fn options(config: &Config) -> Result<LoadOptions, ExperimentError> {
 /// Loads every page once and returns the report (and writes the HAR and
 /// JSON files it was asked for). Needs root.
 pub fn run(config: &Config, progress: &Progress) -> Result<LoadReport, ExperimentError> {
-    if config.rtt_ms == 0 || config.rtt_ms > 10_000 {
-        return Err(ExperimentError::Config {
-            field: "--rtt",
-            message: format!(
-                "{} ms: give a round trip between 1 ms and 10 s",
-                config.rtt_ms
-            ),
-        });
-    }
+    rtt_in_range("--rtt", config.rtt_ms)?;
     let corpus = config.corpus.load()?;
     let opts = options(config)?;
-    let ca_dir = ca_dir_or_default(&config.ca_dir)?;
+    let origin = config.origin.settings()?;
     needs_root()?;
     let folder = match &config.out {
         Some(out) => Some(ResultFolder::create(out, "load", config)?),
@@ -167,10 +156,7 @@ pub fn run(config: &Config, progress: &Progress) -> Result<LoadReport, Experimen
         &corpus,
         baseline::link(config.rate_bps, config.rtt_ms),
         LinkOptions::default(),
-        &OriginSettings {
-            congestion: config.cc.clone(),
-            ca_dir,
-        },
+        &origin,
     )?;
     let opts = bed.options(opts);
     let mut records = Vec::new();
@@ -281,7 +267,7 @@ impl Report for LoadReport {
             self.config.protocol,
             self.config.rtt_ms,
             self.config.rate_bps as f64 / 1e6,
-            self.config.cc,
+            self.config.origin.cc,
             self.table().to_markdown()
         )
     }

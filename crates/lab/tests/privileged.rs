@@ -132,7 +132,7 @@ fn meh_experiment_runs_client_edge_origin() {
     if skip("meh_experiment_runs_client_edge_origin") {
         return;
     }
-    use mewa_lab::experiment::{read_config, CorpusChoice};
+    use mewa_lab::experiment::{read_config, CorpusChoice, OriginChoice};
     use mewa_lab::meh;
     use mewa_lab::report::Report;
     let dir = ca_dir("meh");
@@ -143,7 +143,10 @@ fn meh_experiment_runs_client_edge_origin() {
             path: None,
             pages: vec!["622k".into(), "1412k".into()],
         },
-        ca_dir: Some(dir.join("ca")),
+        origin: OriginChoice {
+            ca_dir: Some(dir.join("ca")),
+            ..OriginChoice::default()
+        },
         runs: 1,
         browser_runs: usize::from(chromium.exists()),
         chromium: chromium.clone(),

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use mewa_lab::experiment::{find_trace, read_config, CorpusChoice, Progress};
+use mewa_lab::experiment::{find_trace, read_config, CorpusChoice, OriginChoice, Progress};
 use mewa_lab::load::AssignRule;
 use mewa_lab::meh::{Dispatch, Policy};
 use mewa_lab::record::Protocol;
@@ -78,13 +78,8 @@ impl CorpusArgs {
         }
     }
 
-    /// Applies the corpus flags given to `corpus`, `ca_dir` and `cc`.
-    fn apply(
-        &self,
-        corpus: &mut CorpusChoice,
-        ca_dir: &mut Option<PathBuf>,
-        cc: &mut String,
-    ) -> anyhow::Result<()> {
+    /// Applies the corpus and origin flags given.
+    fn apply(&self, corpus: &mut CorpusChoice, origin: &mut OriginChoice) -> anyhow::Result<()> {
         if let Some(p) = &self.corpus {
             // Absolute, so that config.json re-runs from anywhere.
             corpus.path = Some(absolute(p)?);
@@ -93,10 +88,10 @@ impl CorpusArgs {
             corpus.pages = self.pages.clone();
         }
         if let Some(d) = &self.ca_dir {
-            *ca_dir = Some(absolute(d)?);
+            origin.ca_dir = Some(absolute(d)?);
         }
         if let Some(c) = &self.cc {
-            *cc = c.clone();
+            origin.cc = c.clone();
         }
         Ok(())
     }
@@ -133,7 +128,7 @@ struct BaselineArgs {
 impl BaselineArgs {
     fn config(&self) -> anyhow::Result<baseline::Config> {
         let mut c: baseline::Config = self.corpus.base()?;
-        self.corpus.apply(&mut c.corpus, &mut c.ca_dir, &mut c.cc)?;
+        self.corpus.apply(&mut c.corpus, &mut c.origin)?;
         if !self.rtt.is_empty() {
             c.rtts_ms = self
                 .rtt
@@ -209,7 +204,7 @@ fn parse_protocol(s: &str) -> Result<Protocol, String> {
 impl LoadArgs {
     fn config(&self) -> anyhow::Result<load::Config> {
         let mut c: load::Config = self.corpus.base()?;
-        self.corpus.apply(&mut c.corpus, &mut c.ca_dir, &mut c.cc)?;
+        self.corpus.apply(&mut c.corpus, &mut c.origin)?;
         c.protocol = self.protocol.unwrap_or(c.protocol);
         c.tls |= self.tls;
         c.connections = self.connections.or(c.connections);
@@ -304,7 +299,7 @@ struct MehArgs {
 impl MehArgs {
     fn config(&self) -> anyhow::Result<meh::Config> {
         let mut c: meh::Config = self.corpus.base()?;
-        self.corpus.apply(&mut c.corpus, &mut c.ca_dir, &mut c.cc)?;
+        self.corpus.apply(&mut c.corpus, &mut c.origin)?;
         c.runs = self.runs.unwrap_or(c.runs);
         if let Some(r) = &self.rate {
             c.rate_bps = rate_of(r)?;

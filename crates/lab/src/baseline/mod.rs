@@ -21,14 +21,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use mewa_corpus::{Corpus, Page};
-use mewa_link::core::{DelaySpec, DirectionConfig, LinkConfig, QueueSpec, RateSpec};
+use mewa_link::core::{LinkConfig, RateSpec};
 use mewa_link::runtime::LinkOptions;
 use mewa_model::http::{t_http, t_http_rounds, TcpPath};
 use serde::{Deserialize, Serialize};
 
-use crate::bed::{Bed, BedError, OriginSettings};
+use crate::bed::{link_of, Bed, BedError, OriginSettings};
 use crate::experiment::{
-    ca_dir_or_default, needs_root, CorpusChoice, ExperimentError, Progress, ResultFolder,
+    at_least_one, needs_root, rtt_in_range, CorpusChoice, ExperimentError, OriginChoice, Progress,
+    ResultFolder,
 };
 use crate::loader::LoadOptions;
 use crate::metrics::{median, PageMetrics};
@@ -43,10 +44,8 @@ pub use report::BaselineReport;
 pub struct Config {
     /// The pages.
     pub corpus: CorpusChoice,
-    /// The local test CA's folder (none: the default location).
-    pub ca_dir: Option<PathBuf>,
-    /// TCP congestion control of the origin's sockets.
-    pub cc: String,
+    /// The origin's congestion control and CA.
+    pub origin: OriginChoice,
     /// Round-trip times of the grid, ms.
     pub rtts_ms: Vec<u64>,
     /// Bottleneck rate both ways, bit/s.
@@ -64,8 +63,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             corpus: CorpusChoice::default(),
-            ca_dir: None,
-            cc: "cubic".into(),
+            origin: OriginChoice::default(),
             rtts_ms: vec![50, 75, 100, 125, 150],
             rate_bps: 20_000_000,
             runs: 10,
@@ -78,20 +76,10 @@ impl Default for Config {
 /// Runs the grid and returns the report; the result folder under
 /// [`Config::out`] holds `config.json` from the start. Needs root.
 pub fn run(config: &Config, progress: &Progress) -> Result<BaselineReport, ExperimentError> {
-    if config.runs == 0 {
-        return Err(ExperimentError::Config {
-            field: "--runs",
-            message: "must be at least 1".into(),
-        });
-    }
-    if config.rtts_ms.is_empty() || config.rtts_ms.iter().any(|&r| r == 0 || r > 10_000) {
-        return Err(ExperimentError::Config {
-            field: "--rtt",
-            message: format!(
-                "{:?}: give one or more round trips between 1 ms and 10 s",
-                config.rtts_ms
-            ),
-        });
+    at_least_one("--runs", config.runs)?;
+    at_least_one("--rtt", config.rtts_ms.len())?;
+    for &rtt in &config.rtts_ms {
+        rtt_in_range("--rtt", rtt)?;
     }
     if config.rate_bps == 0 {
         return Err(ExperimentError::Config {
@@ -100,13 +88,14 @@ pub fn run(config: &Config, progress: &Progress) -> Result<BaselineReport, Exper
         });
     }
     let corpus = config.corpus.load()?;
+    let origin = config.origin.settings()?;
     let setup = Setup {
         rate_bps: config.rate_bps,
         rtts_ms: config.rtts_ms.clone(),
         runs: config.runs,
         tls: config.tls,
-        congestion: config.cc.clone(),
-        ..Setup::seed000(ca_dir_or_default(&config.ca_dir)?)
+        congestion: origin.congestion,
+        ..Setup::seed000(origin.ca_dir)
     };
     needs_root()?;
     let folder = ResultFolder::create(&config.out, "baseline", config)?;
@@ -243,18 +232,8 @@ pub struct BaselineResult {
 
 /// A link of `rtt_ms` round trip and `rate_bps` both ways.
 pub fn link(rate_bps: u64, rtt_ms: u64) -> LinkConfig {
-    let one_way = Duration::from_micros(rtt_ms * 500);
-    let dir = DirectionConfig {
-        delay: DelaySpec::Fixed(one_way),
-        rate: RateSpec::Constant { bps: rate_bps },
-        queue: QueueSpec::default(),
-        loss: 0.0,
-    };
-    LinkConfig {
-        up: dir.clone(),
-        down: dir,
-        ..LinkConfig::default()
-    }
+    let rate = RateSpec::Constant { bps: rate_bps };
+    link_of(rtt_ms, rate.clone(), rate)
 }
 
 /// Runs the grid of `cfg` over every page of `corpus`.
@@ -399,6 +378,7 @@ fn summary(rtt_ms: u64, cells: &[Cell]) -> RttSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mewa_link::core::DelaySpec;
 
     #[test]
     fn model_rises_with_rtt_and_size() {

@@ -4,8 +4,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use mewa_link::core::{DelaySpec, DirectionConfig, LinkConfig, QueueSpec, RateSpec};
+use mewa_link::core::{LinkConfig, RateSpec};
 use serde::{Deserialize, Serialize};
+
+use crate::bed::link_of;
 
 /// How the hint-aware client spreads objects over its n connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -168,13 +170,6 @@ impl Setup {
     }
 
     pub(crate) fn radio_link(&self) -> LinkConfig {
-        let one_way = DelaySpec::Fixed(Duration::from_micros(self.radio_rtt_ms * 500));
-        let dir = |rate| DirectionConfig {
-            delay: one_way.clone(),
-            rate,
-            queue: QueueSpec::default(),
-            loss: 0.0,
-        };
         let (down, up) = match &self.radio {
             RadioLink::Fixed { rate_bps } => (
                 RateSpec::Constant { bps: *rate_bps },
@@ -184,24 +179,10 @@ impl Setup {
                 (RateSpec::Trace(down.clone()), RateSpec::Trace(up.clone()))
             }
         };
-        LinkConfig {
-            up: dir(up),
-            down: dir(down),
-            ..LinkConfig::default()
-        }
+        link_of(self.radio_rtt_ms, down, up)
     }
 
     pub(crate) fn wired_link(&self) -> LinkConfig {
-        let dir = DirectionConfig {
-            delay: DelaySpec::Fixed(Duration::from_micros(self.wired_rtt_ms * 500)),
-            rate: RateSpec::Unlimited,
-            queue: QueueSpec::default(),
-            loss: 0.0,
-        };
-        LinkConfig {
-            up: dir.clone(),
-            down: dir,
-            ..LinkConfig::default()
-        }
+        link_of(self.wired_rtt_ms, RateSpec::Unlimited, RateSpec::Unlimited)
     }
 }

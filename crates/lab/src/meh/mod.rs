@@ -44,8 +44,8 @@ pub use report::MehReport;
 pub use summary::{fig8_pages, full_hint_bytes, summarise, MehPage, MehResult, MehRun};
 
 use crate::experiment::{
-    ca_dir_or_default, find_trace, needs_root, read_trace, CorpusChoice, ExperimentError, Progress,
-    ResultFolder,
+    at_least_one, find_trace, needs_root, read_trace, rtt_in_range, CorpusChoice, ExperimentError,
+    OriginChoice, Progress, ResultFolder,
 };
 
 /// `mewa lab meh`'s settings. `Default` is seed 000 §IV and what the CLI
@@ -55,10 +55,8 @@ use crate::experiment::{
 pub struct Config {
     /// The pages.
     pub corpus: CorpusChoice,
-    /// The local test CA's folder (none: the default location).
-    pub ca_dir: Option<PathBuf>,
-    /// TCP congestion control of the origin's sockets.
-    pub cc: String,
+    /// The origin's congestion control and CA.
+    pub origin: OriginChoice,
     /// Loads per page and variant (seed 000: 30).
     pub runs: usize,
     /// Radio link rate both ways, bit/s (seed 000 §IV: 32 Mbit/s average);
@@ -95,8 +93,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             corpus: CorpusChoice::default(),
-            ca_dir: None,
-            cc: "cubic".into(),
+            origin: OriginChoice::default(),
             runs: 30,
             rate_bps: 32_000_000,
             trace: None,
@@ -119,23 +116,9 @@ impl Default for Config {
 /// report; the result folder under [`Config::out`] holds `config.json` from
 /// the start. Needs root.
 pub fn run(config: &Config, progress: &Progress) -> Result<MehReport, ExperimentError> {
-    if config.runs == 0 {
-        return Err(ExperimentError::Config {
-            field: "--runs",
-            message: "must be at least 1".into(),
-        });
-    }
-    for (field, ms) in [
-        ("--radio-rtt", config.radio_rtt_ms),
-        ("--wired-rtt", config.wired_rtt_ms),
-    ] {
-        if ms == 0 || ms > 10_000 {
-            return Err(ExperimentError::Config {
-                field,
-                message: format!("{ms} ms: give a round trip between 1 ms and 10 s"),
-            });
-        }
-    }
+    at_least_one("--runs", config.runs)?;
+    rtt_in_range("--radio-rtt", config.radio_rtt_ms)?;
+    rtt_in_range("--wired-rtt", config.wired_rtt_ms)?;
     let corpus = config.corpus.load()?;
     let (radio, link_bps) = match &config.trace {
         Some(t) => {
@@ -174,7 +157,7 @@ pub fn run(config: &Config, progress: &Progress) -> Result<MehReport, Experiment
             None
         }
     };
-    let ca_dir = ca_dir_or_default(&config.ca_dir)?;
+    let origin = config.origin.settings()?;
     needs_root()?;
     let folder = ResultFolder::create(&config.out, "meh", config)?;
     let setup = Setup {
@@ -186,10 +169,10 @@ pub fn run(config: &Config, progress: &Progress) -> Result<MehReport, Experiment
         policy: config.policy,
         dispatch: config.dispatch,
         prefetch: config.prefetch,
-        congestion: config.cc.clone(),
+        congestion: origin.congestion,
         browser,
         keep_netlogs: config.keep_netlogs,
-        ..Setup::seed000(ca_dir, folder.path().join("edge.sqlite"))
+        ..Setup::seed000(origin.ca_dir, folder.path().join("edge.sqlite"))
     };
     let result = run_setup(&corpus, &setup, folder.path(), progress)?;
     Ok(MehReport::new(

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use super::ReportError;
@@ -46,6 +47,26 @@ pub struct Chart<'a> {
     pub y_label: &'a str,
     /// Plot log10(y) and label the axis with y (for exponential growth).
     pub log_y: bool,
+}
+
+/// The chart type both drawings use: f64 on both axes, into an SVG.
+type SvgChart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// Draws the legend at `position` and writes the SVG to its file.
+fn finish<'a>(
+    c: &mut SvgChart<'a, 'a>,
+    position: SeriesLabelPosition,
+    root: &DrawingArea<SVGBackend<'a>, plotters::coord::Shift>,
+    path: &Path,
+) -> Result<(), ReportError> {
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(position)
+        .draw()
+        .map_err(|e| plot_err(path, e))?;
+    root.present().map_err(|e| plot_err(path, e))
 }
 
 /// Draws the series to an SVG file, with a legend.
@@ -128,17 +149,7 @@ pub fn draw(path: &Path, chart: &Chart<'_>, series: &[Series]) -> Result<(), Rep
             }
         }
     }
-    c.configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(|e| plot_err(path, e))?;
-    root.present().map_err(|e| ReportError::Plot {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    Ok(())
+    finish(&mut c, SeriesLabelPosition::UpperRight, &root, path)
 }
 
 /// One labelled group of box plots (e.g. one page: without and with).
@@ -243,15 +254,5 @@ pub fn draw_boxes(
                 Rectangle::new([(x, y - 5), (x + 14, y + 5)], colour.stroke_width(2))
             });
     }
-    c.configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(|e| plot_err(path, e))?;
-    root.present().map_err(|e| ReportError::Plot {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    Ok(())
+    finish(&mut c, SeriesLabelPosition::UpperLeft, &root, path)
 }
