@@ -43,9 +43,7 @@ impl Dispatcher {
 
     fn lock(&self) -> MutexGuard<'_, Ledger> {
         // A panic in another request must not stop every later one.
-        self.ledger
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        mewa_model::sync::lock(&self.ledger)
     }
 
     /// Bytes asked of each connection and not yet delivered.

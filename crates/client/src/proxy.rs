@@ -45,6 +45,7 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use mewa_model::pull::PULL_FLOOR_BYTES;
+use mewa_model::sync::lock;
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::advice::{plan, Plan, Radio};
@@ -54,36 +55,15 @@ use crate::resolve::{resolve, Resolved};
 /// Bodies the proxy sends back: the origin's streamed, or a short error.
 type ProxyBody = BoxBody<Bytes, hyper::Error>;
 
-/// When a request goes to its connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dispatch {
-    /// As the browser asks, on the connection the hint's size-balanced
-    /// assignment chose (seed 000 as written).
-    Push,
-    /// Leaves (what cannot reveal other objects) wait in the proxy for the
-    /// connection that would finish them first at its recent delivery rate
-    /// ([`mewa_model::pull::earliest_completion`]).
-    PullRate,
-    /// [`Dispatch::Push`] for a session that prefetches the page's objects
-    /// from the hint's URLs, [`Dispatch::PullRate`] otherwise (the
-    /// default). Why: with the URLs every connection starts at once with
-    /// its share of the page known, which is the static split's own
-    /// premise; without them the extra connections start cold behind a
-    /// warm one, and a static split strands objects on a slow one
-    /// (docs/LAB.md, "Pull dispatch" and "Prefetch").
-    Auto,
-}
+/// When a request goes to its connection: the lab's and the loader's
+/// setting. The proxy has no fixed-budget pull: [`Dispatch::Pull`] runs as
+/// [`Dispatch::Push`].
+pub use mewa_model::pull::Dispatch;
 
-impl Dispatch {
-    /// Whether a session with the hint's URLs prefetched (`prefetching`)
-    /// holds leaves for the rate-following rule.
-    pub fn pulls(self, prefetching: bool) -> bool {
-        match self {
-            Dispatch::Push => false,
-            Dispatch::PullRate => true,
-            Dispatch::Auto => !prefetching,
-        }
-    }
+/// Whether a session with `dispatch` holds leaves for the rate-following
+/// rule, when it prefetches the hint's URLs (`prefetching`) or not.
+fn pulls(dispatch: Dispatch, prefetching: bool) -> bool {
+    dispatch.resolve(prefetching) == Dispatch::PullRate
 }
 
 /// How the proxy works.
@@ -241,12 +221,6 @@ impl Drop for Whole {
     }
 }
 
-/// Locks `m`, whether or not another task panicked holding it: a panic in
-/// one request must not stop every later one.
-fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// The URLs to prefetch and how to resolve their hosts.
 #[derive(Debug)]
 struct PendingPrefetch {
@@ -389,7 +363,7 @@ impl Session {
         };
         let prefetching = matches!(&plan, Ok(p) if cfg.prefetch && !p.urls.is_empty());
         let pull = match &plan {
-            Ok(p) if cfg.dispatch.pulls(prefetching) && conns.len() > 1 => {
+            Ok(p) if pulls(cfg.dispatch, prefetching) && conns.len() > 1 => {
                 let rtt = Duration::try_from_secs_f64(p.radio_rtt_s + p.wired_rtt_s)
                     .unwrap_or(Duration::from_millis(100))
                     .max(Duration::from_millis(1));
@@ -440,12 +414,12 @@ impl Session {
     /// edge resolves the host to this session's address (otherwise they
     /// are dropped and left to the browser).
     fn kick_prefetch(self: &Arc<Self>) {
-        let Some(p) = locked(&self.pending).take() else {
+        let Some(p) = lock(&self.pending).take() else {
             return;
         };
         let mut by_host: HashMap<String, Vec<(String, Arc<PrefetchCell>)>> = HashMap::new();
         {
-            let mut m = locked(&self.prefetched);
+            let mut m = lock(&self.prefetched);
             for u in p.urls {
                 let host = match http::Uri::try_from(u.as_str()) {
                     Ok(uri) if uri.scheme_str() == Some("http") && uri.port().is_none() => {
@@ -473,7 +447,7 @@ impl Session {
                         Ok(r) if r.addrs.first() == Some(&me.addr.ip())
                     );
                     if !same {
-                        let mut m = locked(&me.prefetched);
+                        let mut m = lock(&me.prefetched);
                         for (u, _) in &cells {
                             m.remove(u);
                         }
@@ -529,7 +503,7 @@ impl Session {
     /// its way; `None` when it was not prefetched or failed (the caller
     /// then forwards the browser's request).
     async fn take_prefetched(self: &Arc<Self>, url: &str) -> Option<Arc<Whole>> {
-        let cell = locked(&self.prefetched).remove(url)?;
+        let cell = lock(&self.prefetched).remove(url)?;
         let r = cell.get_or_init(|| self.fetch_whole(url.to_string())).await;
         match r {
             Ok(w) => {

@@ -171,7 +171,12 @@ async fn proxy_follows_the_plan_and_is_not_open() {
     let port = origin_addr.port();
     let root = page.root().unwrap();
     let url = |o: &mewa_corpus::Object| format!("http://{}:{port}{}", o.host, o.path);
-    for dispatch in [Dispatch::Push, Dispatch::PullRate, Dispatch::Auto] {
+    for dispatch in [
+        Dispatch::Push,
+        Dispatch::Pull,
+        Dispatch::PullRate,
+        Dispatch::Auto,
+    ] {
         let proxy = Proxy::new(config(edge, origin_addr, dispatch));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let paddr = listener.local_addr().unwrap();
@@ -202,7 +207,8 @@ async fn proxy_follows_the_plan_and_is_not_open() {
             "{dispatch:?}: leaves spread over the connections: {per:?}"
         );
         match dispatch {
-            Dispatch::Push => {
+            // The proxy runs the loader-only fixed-budget pull as push.
+            Dispatch::Push | Dispatch::Pull => {
                 assert_eq!(session.held(), 0);
                 assert!(session.outstanding().is_empty());
             }

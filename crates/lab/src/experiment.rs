@@ -285,9 +285,7 @@ impl Progress {
     /// Reports a step.
     pub fn step(&self, done: usize, total: usize, what: &str) {
         if let Some(sink) = &self.sink {
-            let mut f = sink
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut f = mewa_model::sync::lock(sink);
             f(Step { done, total, what });
         }
     }

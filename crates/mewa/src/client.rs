@@ -74,12 +74,14 @@ struct ProxyArgs {
     ca_dir: Option<std::path::PathBuf>,
 }
 
+/// The proxy's dispatch: any but `pull`, which only the lab's loader has.
 fn parse_dispatch(s: &str) -> Result<mewa_client::proxy::Dispatch, String> {
-    match s {
-        "push" => Ok(mewa_client::proxy::Dispatch::Push),
-        "pull-rate" => Ok(mewa_client::proxy::Dispatch::PullRate),
-        "auto" => Ok(mewa_client::proxy::Dispatch::Auto),
-        other => Err(format!("`{other}`: give auto, push or pull-rate")),
+    match s.parse() {
+        Ok(mewa_client::proxy::Dispatch::Pull) => Err(format!(
+            "`{s}`: the proxy has no fixed-budget pull; give auto, push or pull-rate"
+        )),
+        Ok(d) => Ok(d),
+        Err(_) => Err(format!("`{s}`: give auto, push or pull-rate")),
     }
 }
 
@@ -241,11 +243,7 @@ fn proxy_cmd(a: &ProxyArgs) -> anyhow::Result<()> {
             a.listen,
             a.edge,
             a.mbit,
-            match a.dispatch {
-                mewa_client::proxy::Dispatch::Push => "push",
-                mewa_client::proxy::Dispatch::PullRate => "pull-rate",
-                mewa_client::proxy::Dispatch::Auto => "auto",
-            },
+            a.dispatch,
             if a.no_hints {
                 ", hints off"
             } else if a.no_prefetch {
@@ -267,4 +265,20 @@ fn proxy_cmd(a: &ProxyArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_proxy_refuses_the_loader_only_pull() {
+        assert_eq!(
+            parse_dispatch("pull-rate"),
+            Ok(mewa_client::proxy::Dispatch::PullRate)
+        );
+        let e = parse_dispatch("pull").expect_err("loader only");
+        assert!(e.contains("fixed-budget"), "{e}");
+        assert!(parse_dispatch("fast").is_err());
+    }
 }

@@ -27,6 +27,7 @@ pub mod http;
 pub mod iw;
 pub mod pull;
 pub mod repro;
+pub mod sync;
 
 /// Default TCP segment size in bytes. Seed 002 §2.1: "each segment holds 1500
 /// bytes for simplicity".

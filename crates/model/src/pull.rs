@@ -5,7 +5,7 @@
 //! loss-based kernel sender (cubic and its HyStart) a connection that joins a
 //! queue the first one has already filled can leave slow start early at a
 //! small window, and its share then crawls while the other connections idle
-//! (measured in `docs/LAB.md`, "Pull dispatch"). Pulling instead of pushing
+//! (measured in `docs/LAB-RESULTS.md`, "Pull dispatch"). Pulling instead of pushing
 //! fixes that: an object that cannot reveal others (an image, a font) waits
 //! until a connection has room, and goes to the one that would finish it
 //! first at the rate it delivered over the last RTT.
@@ -15,6 +15,86 @@
 //! callers pass microseconds since a start of their choosing.
 
 use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+/// When a hint-aware client (the lab's loader, the proxy) sends each
+/// leaf's request over its n connections. One enum for both, with one
+/// `auto` rule, so an experiment's setting means the same in the loader
+/// and in the proxy Chromium goes through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dispatch {
+    /// As soon as the object is found (or prefetched), on the connection
+    /// the assignment chose: seed 000's static split by size.
+    Push,
+    /// Leaves wait while every connection has a bandwidth-delay product of
+    /// bytes outstanding and go to the first that drains: a connection
+    /// that turns out slow carries less. The loader only; the proxy runs
+    /// it as [`Dispatch::Push`].
+    Pull,
+    /// Each leaf waits for the connection that would finish it first at
+    /// its delivery rate over the last RTT ([`earliest_completion`]), and
+    /// leaves larger than [`PULL_FLOOR_BYTES`] only go to a connection
+    /// that has moved that much in an RTT: a connection that cubic's
+    /// HyStart leaves at a small window then carries little.
+    PullRate,
+    /// The default: [`Dispatch::Push`] when the client prefetches the
+    /// page's objects from the hint's URLs (every connection then starts
+    /// at once with its share known, the static split's own premise),
+    /// [`Dispatch::PullRate`] otherwise (the extra connections start cold
+    /// behind a warm one, and a static split strands objects on a slow
+    /// one; docs/LAB-RESULTS.md, "Pull dispatch" and "Prefetch").
+    Auto,
+}
+
+impl Dispatch {
+    /// What this setting means for a load that prefetches (`prefetching`)
+    /// or not: [`Dispatch::Auto`] resolved, anything else as it is.
+    pub fn resolve(self, prefetching: bool) -> Dispatch {
+        match self {
+            Dispatch::Auto if prefetching => Dispatch::Push,
+            Dispatch::Auto => Dispatch::PullRate,
+            d => d,
+        }
+    }
+
+    /// The name the command line and config files use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dispatch::Push => "push",
+            Dispatch::Pull => "pull",
+            Dispatch::PullRate => "pull-rate",
+            Dispatch::Auto => "auto",
+        }
+    }
+}
+
+impl std::fmt::Display for Dispatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A dispatch name that is none of `auto`, `push`, `pull`, `pull-rate`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown dispatch {0:?}: use auto, push, pull or pull-rate")]
+pub struct UnknownDispatch(pub String);
+
+impl std::str::FromStr for Dispatch {
+    type Err = UnknownDispatch;
+    fn from_str(s: &str) -> Result<Dispatch, UnknownDispatch> {
+        [
+            Dispatch::Push,
+            Dispatch::Pull,
+            Dispatch::PullRate,
+            Dispatch::Auto,
+        ]
+        .into_iter()
+        .find(|d| d.name() == s)
+        .ok_or_else(|| UnknownDispatch(s.to_string()))
+    }
+}
 
 /// The least rate (bytes per window) every connection is credited with, and
 /// the size above which an object needs a connection that has shown it can
@@ -179,6 +259,25 @@ pub fn earliest_completion(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dispatch_names_round_trip_and_auto_resolves() {
+        for d in [
+            Dispatch::Push,
+            Dispatch::Pull,
+            Dispatch::PullRate,
+            Dispatch::Auto,
+        ] {
+            assert_eq!(d.to_string().parse::<Dispatch>(), Ok(d));
+            let json = serde_json::to_string(&d).expect("json");
+            assert_eq!(json, format!("\"{d}\""));
+        }
+        let e = "fast".parse::<Dispatch>().expect_err("unknown");
+        assert!(e.to_string().contains("pull-rate"), "{e}");
+        assert_eq!(Dispatch::Auto.resolve(true), Dispatch::Push);
+        assert_eq!(Dispatch::Auto.resolve(false), Dispatch::PullRate);
+        assert_eq!(Dispatch::Pull.resolve(true), Dispatch::Pull);
+    }
 
     const F: u64 = PULL_FLOOR_BYTES;
 

@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
+
+use mewa_model::sync::lock;
 use std::time::Instant;
 
 use bytes::{Buf, Bytes};
@@ -89,12 +91,6 @@ pub(crate) struct Shared {
     conns: Mutex<Vec<ConnectionTiming>>,
     drivers: Mutex<Vec<JoinHandle<()>>>,
     groups: Mutex<HashMap<String, Arc<Group>>>,
-}
-
-/// Locks, recovering the data if another task panicked while holding it
-/// (the record stays usable).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// An object's timing before anything happened to it.

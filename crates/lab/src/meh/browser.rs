@@ -103,9 +103,8 @@ pub fn browser_runs(
                 // The proxy pulls at the rate as the loader does; it has no
                 // fixed-budget pull, so `Pull` runs it as seed 000 pushes.
                 pc.dispatch = match cfg.dispatch {
-                    Dispatch::PullRate => mewa_client::proxy::Dispatch::PullRate,
-                    Dispatch::Auto => mewa_client::proxy::Dispatch::Auto,
-                    Dispatch::Push | Dispatch::Pull => mewa_client::proxy::Dispatch::Push,
+                    Dispatch::Pull => Dispatch::Push,
+                    d => d,
                 };
                 let (n_tx, n_rx) = mpsc::channel::<usize>();
                 let host = mewa_hint::page::host_of(&page.main).unwrap_or_default();

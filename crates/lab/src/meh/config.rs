@@ -22,57 +22,9 @@ pub enum Policy {
     WarmFirst,
 }
 
-/// When the hint-aware client sends each leaf's request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Dispatch {
-    /// As soon as the object is found, on the connection the policy
-    /// chose (seed 000: a static split by size).
-    Push,
-    /// Leaves wait while every connection has a bandwidth-delay product
-    /// of bytes outstanding and go to the first that drains (the policy's
-    /// choice when it has room): a connection that turns out slow carries
-    /// less ([`LoadOptions::pull_budget`]).
-    Pull,
-    /// Each leaf waits for the connection that would finish it first at
-    /// its delivery rate over the last RTT and goes there once that one
-    /// holds less than twice that rate's worth; leaves larger than two
-    /// initial windows only go to a connection that has moved that much in
-    /// an RTT ([`LoadOptions::pull_follow`]): a connection that cubic's
-    /// HyStart leaves at a small window then carries little.
-    PullRate,
-    /// The default: [`Dispatch::Push`] when the client prefetches the
-    /// page's objects from the hint's URLs (every connection then starts
-    /// at once with its share known, the static split's own premise),
-    /// [`Dispatch::PullRate`] otherwise.
-    Auto,
-}
-
-impl Dispatch {
-    /// What `Auto` means for a load that prefetches (`prefetching`) or not.
-    pub fn resolve(self, prefetching: bool) -> Dispatch {
-        match self {
-            Dispatch::Auto if prefetching => Dispatch::Push,
-            Dispatch::Auto => Dispatch::PullRate,
-            d => d,
-        }
-    }
-}
-
-impl std::str::FromStr for Dispatch {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Dispatch, String> {
-        match s {
-            "push" => Ok(Dispatch::Push),
-            "pull" => Ok(Dispatch::Pull),
-            "pull-rate" => Ok(Dispatch::PullRate),
-            "auto" => Ok(Dispatch::Auto),
-            _ => Err(format!(
-                "unknown dispatch {s:?}: use auto, push, pull or pull-rate"
-            )),
-        }
-    }
-}
+/// When the hint-aware client sends each leaf's request (one enum for the
+/// loader, the lab and the proxy).
+pub use mewa_model::pull::Dispatch;
 
 impl std::str::FromStr for Policy {
     type Err = String;

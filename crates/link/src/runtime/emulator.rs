@@ -36,9 +36,11 @@ use std::io::BufWriter;
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
+
+use mewa_model::sync::lock;
 
 use nix::poll::{PollFd, PollFlags};
 use nix::sys::eventfd::EventFd;
@@ -301,10 +303,7 @@ impl Emulator {
 
     /// The latest published counters.
     pub(crate) fn stats(&self) -> LinkStats {
-        self.shared
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        lock(&self.shared).clone()
     }
 
     /// The instant that is time zero of the link's clock.
@@ -529,7 +528,7 @@ impl State {
             self.cpu_at = Instant::now();
         }
         let radio = self.link.radio_state(now);
-        let mut s = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut s = lock(&self.shared);
         s.at = now;
         s.up.clone_from(self.link.stats(Dir::Up));
         s.down.clone_from(self.link.stats(Dir::Down));
@@ -573,7 +572,7 @@ impl State {
         let _ = self.outputs.flush();
         let now = self.now();
         self.publish(now, true);
-        let mut s = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut s = lock(&self.shared);
         s.running = false;
         s.error = res.as_ref().err().map(ToString::to_string);
     }
