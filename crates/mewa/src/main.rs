@@ -3,10 +3,6 @@
 //! the lab. It only parses arguments: every command's work is library code
 //! in the crates below it (docs/ARCHITECTURE.md).
 
-mod bench;
-mod bench_edge;
-mod bench_origin;
-mod bench_proxy;
 mod client;
 mod corpus;
 mod edge;
@@ -59,7 +55,7 @@ enum Cmd {
     /// Benchmarks that print figures: the link emulator against a veth
     /// pair, the origin against nghttpd and nginx, the edge's DNS against
     /// NSD, the proxy against a direct connection.
-    Bench(bench::BenchCmd),
+    Bench(mewa_bench::BenchCmd),
 }
 
 /// Sends the libraries' `tracing` events to stderr: `RUST_LOG` filters
@@ -89,7 +85,9 @@ fn main() -> std::process::ExitCode {
         Cmd::Edge(e) => edge::run(e).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Client(c) => client::run(c).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Lab(l) => lab::run(l).map(|()| std::process::ExitCode::SUCCESS),
-        Cmd::Bench(b) => bench::run(b).map(|()| std::process::ExitCode::SUCCESS),
+        Cmd::Bench(b) => mewa_bench::run(b)
+            .map(|()| std::process::ExitCode::SUCCESS)
+            .map_err(anyhow::Error::from),
     };
     match res {
         Ok(code) => code,

@@ -30,18 +30,19 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use crate::{bail, Context};
 use clap::Args;
 use mewa_edge::store::Store;
 use mewa_hint::dns::{HintRequest, OPTION_CODE};
 use mewa_hint::page::{synthetic_page, PageMeta};
 use serde::Serialize;
 
-use crate::bench_origin::{clk_tck, find_program, proc_ticks, TempDir};
-use crate::output::Table;
+use crate::util::{clk_tck, find_program, proc_ticks, TempDir};
+use mewa_lab::report::Table;
 
 /// `mewa bench edge` options.
 #[derive(Debug, Args)]
+/// `mewa bench edge`'s settings.
 pub struct EdgeBench {
     /// Measured runs per server and mode; the median is reported.
     #[arg(long, default_value_t = 5)]
@@ -135,12 +136,12 @@ impl Drop for Proc {
     }
 }
 
-fn free_port() -> anyhow::Result<u16> {
+fn free_port() -> crate::Result<u16> {
     Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 /// Waits until `addr` answers a DNS query (any answer).
-fn wait_dns(addr: SocketAddr, what: &str, log: &Path) -> anyhow::Result<()> {
+fn wait_dns(addr: SocketAddr, what: &str, log: &Path) -> crate::Result<()> {
     let q = query_bytes(&format!("www0.{ZONE}."), None)?;
     let s = UdpSocket::bind("127.0.0.1:0")?;
     s.set_read_timeout(Some(Duration::from_millis(200)))?;
@@ -157,7 +158,7 @@ fn wait_dns(addr: SocketAddr, what: &str, log: &Path) -> anyhow::Result<()> {
     )
 }
 
-fn query_bytes(name: &str, page: Option<&str>) -> anyhow::Result<Vec<u8>> {
+fn query_bytes(name: &str, page: Option<&str>) -> crate::Result<Vec<u8>> {
     use hickory_proto::op::{Edns, Message, Query};
     use hickory_proto::rr::rdata::opt::EdnsOption;
     use hickory_proto::rr::{Name, RecordType};
@@ -178,7 +179,7 @@ fn query_bytes(name: &str, page: Option<&str>) -> anyhow::Result<Vec<u8>> {
 }
 
 /// One query to the edge: the address and a decodable hint must come back.
-fn check_edge(addr: SocketAddr, page_url: &str) -> anyhow::Result<usize> {
+fn check_edge(addr: SocketAddr, page_url: &str) -> crate::Result<usize> {
     use hickory_proto::op::Message;
     use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
     let s = UdpSocket::bind("127.0.0.1:0")?;
@@ -243,7 +244,7 @@ impl Perf<'_> {
         option: Option<&str>,
         secs: u64,
         pid: u32,
-    ) -> anyhow::Result<Sample> {
+    ) -> crate::Result<Sample> {
         let (server0, load0) = (tree_ticks(pid), reaped_children_ticks());
         let out = self
             .command(port, option)
@@ -275,7 +276,7 @@ impl Perf<'_> {
     }
 
     /// p50 and p99 latency (µs) at a fixed rate.
-    fn latency(&self, port: u16, option: Option<&str>, qps: u32) -> anyhow::Result<(f64, f64)> {
+    fn latency(&self, port: u16, option: Option<&str>, qps: u32) -> crate::Result<(f64, f64)> {
         let out = self
             .command(port, option)
             .args(["-l", "2", "-Q", &qps.to_string(), "-v"])
@@ -296,7 +297,8 @@ impl Perf<'_> {
     }
 }
 
-pub fn run(b: EdgeBench) -> anyhow::Result<()> {
+/// Runs the edge benchmark and prints its table (or JSON).
+pub fn run(b: EdgeBench) -> crate::Result<()> {
     if b.runs == 0 || b.hosts == 0 || b.seconds == 0 {
         bail!("--runs, --hosts and --seconds must be at least 1");
     }

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use crate::{bail, BenchError, Context};
 use bytes::Bytes;
 use clap::Args;
 use http_body_util::{BodyExt, Empty};
@@ -28,9 +28,10 @@ use mewa_edge::server::{bind_dns, serve, EdgeDns};
 use mewa_origin::{HttpOptions, Origin, OriginConfig, TcpOptions};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::output::Table;
+use mewa_lab::report::Table;
 
 #[derive(Debug, Args)]
+/// `mewa bench proxy`'s settings.
 pub struct ProxyBench {
     /// Sequential requests per path for the latency figures.
     #[arg(long, default_value_t = 2000)]
@@ -100,7 +101,7 @@ enum Client {
     H1(hyper::client::conn::http1::SendRequest<Empty<Bytes>>),
 }
 
-async fn client(path: Path, origin: SocketAddr, proxy: SocketAddr) -> anyhow::Result<Client> {
+async fn client(path: Path, origin: SocketAddr, proxy: SocketAddr) -> crate::Result<Client> {
     match path {
         Path::Direct => {
             let tcp = TcpStream::connect(origin).await?;
@@ -123,7 +124,7 @@ async fn client(path: Path, origin: SocketAddr, proxy: SocketAddr) -> anyhow::Re
     }
 }
 
-async fn fetch(c: &mut Client, port: u16, path: &str) -> anyhow::Result<usize> {
+async fn fetch(c: &mut Client, port: u16, path: &str) -> crate::Result<usize> {
     let uri = format!("http://{HOST}:{port}{path}");
     let req = http::Request::builder()
         .uri(uri)
@@ -152,7 +153,7 @@ async fn latency(
     proxy: SocketAddr,
     n: usize,
     object: &str,
-) -> anyhow::Result<Vec<f64>> {
+) -> crate::Result<Vec<f64>> {
     let mut c = client(path, origin, proxy).await?;
     let mut v = Vec::with_capacity(n);
     for _ in 0..n {
@@ -172,7 +173,7 @@ async fn throughput(
     k: usize,
     secs: f64,
     object: &'static str,
-) -> anyhow::Result<f64> {
+) -> crate::Result<f64> {
     let done = Arc::new(AtomicU64::new(0));
     let end = Instant::now() + Duration::from_secs_f64(secs);
     let mut tasks = tokio::task::JoinSet::new();
@@ -194,7 +195,7 @@ async fn throughput(
                 fetch(&mut c, origin.port(), object).await?;
                 done.fetch_add(1, Ordering::Relaxed);
             }
-            Ok::<(), anyhow::Error>(())
+            Ok::<(), BenchError>(())
         });
     }
     let t = Instant::now();
@@ -204,7 +205,8 @@ async fn throughput(
     Ok(done.load(Ordering::Relaxed) as f64 / t.elapsed().as_secs_f64())
 }
 
-pub fn run(b: ProxyBench) -> anyhow::Result<()> {
+/// Runs the proxy benchmark and prints its table (or JSON).
+pub fn run(b: ProxyBench) -> crate::Result<()> {
     if b.requests == 0 || b.concurrency == 0 || !(b.seconds.is_finite() && b.seconds > 0.0) {
         bail!("--requests, --concurrency and --seconds must be positive");
     }
@@ -307,6 +309,6 @@ pub fn run(b: ProxyBench) -> anyhow::Result<()> {
         }
         print!("{}", t.to_text());
         let _ = std::fs::remove_dir_all(&dir);
-        anyhow::Ok(())
+        Ok::<(), BenchError>(())
     })
 }

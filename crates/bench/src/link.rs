@@ -18,18 +18,19 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use crate::{bail, Context};
 use clap::{Args, Subcommand};
 use mewa_link::core::{parse_duration, LinkConfig};
 use mewa_link::runtime::{self, CpuClock, LinkOptions, Topology};
 use serde::Serialize;
 
-use crate::output::Table;
+use mewa_lab::report::Table;
 
 /// TCP payload of a 1500-byte IPv4 packet with timestamps (1500 − 20 − 32).
 const MSS: f64 = 1448.0;
 
 #[derive(Debug, Args)]
+/// `mewa bench …`: which benchmark.
 pub struct BenchCmd {
     #[command(subcommand)]
     which: Which,
@@ -46,16 +47,16 @@ enum Which {
     /// 10 KB and 1 MB objects, next to nghttpd and nginx serving the same
     /// files in the same run, with the ratio (target: 80 % of the better
     /// one). Needs h2load (nghttp2-client). Build with --release.
-    Origin(crate::bench_origin::OriginBench),
+    Origin(crate::origin::OriginBench),
     /// DNS queries/s and p50/p99 latency of the edge on loopback with and
     /// without hints, next to NSD answering the same zone (target: with
     /// hints at least 80 % of NSD). Needs dnsperf (and nsd). Build with
     /// --release.
-    Edge(crate::bench_edge::EdgeBench),
+    Edge(crate::edge::EdgeBench),
     /// The local proxy's added latency per request and its throughput,
     /// against direct h2c requests to the same origin in the same run
     /// (loopback, in-process edge and origin). Build with --release.
-    Proxy(crate::bench_proxy::ProxyBench),
+    Proxy(crate::proxy::ProxyBench),
 }
 
 #[derive(Debug, Args)]
@@ -74,12 +75,13 @@ struct LinkBench {
     json: bool,
 }
 
-pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
+/// Runs the benchmark `cmd` names.
+pub fn run(cmd: BenchCmd) -> crate::Result<()> {
     match cmd.which {
         Which::Link(b) => link(b),
-        Which::Origin(b) => crate::bench_origin::run(b),
-        Which::Edge(b) => crate::bench_edge::run(b),
-        Which::Proxy(b) => crate::bench_proxy::run(b),
+        Which::Origin(b) => crate::origin::run(b),
+        Which::Edge(b) => crate::edge::run(b),
+        Which::Proxy(b) => crate::proxy::run(b),
     }
 }
 
@@ -107,14 +109,14 @@ struct Measurement {
     emulator_cpu_us_per_packet: Option<f64>,
 }
 
-fn link(b: LinkBench) -> anyhow::Result<()> {
+fn link(b: LinkBench) -> crate::Result<()> {
     runtime::probe()?;
     let _ = runtime::cleanup_stale();
     runtime::teardown_on_signals()?;
     if cfg!(debug_assertions) {
         eprintln!("note: this is a debug build; build with --release for figures that count");
     }
-    let emulated = |path: &'static str, disable_offload: bool| -> anyhow::Result<Measurement> {
+    let emulated = |path: &'static str, disable_offload: bool| -> crate::Result<Measurement> {
         let topo = Topology::builder()
             .host("bench-snd")
             .host("bench-rcv")
@@ -132,7 +134,7 @@ fn link(b: LinkBench) -> anyhow::Result<()> {
     };
     let emu = emulated("emulator", false)?;
     let plain = emulated("emulator, no offload", true)?;
-    let veth = |path: &'static str, gso: bool| -> anyhow::Result<Measurement> {
+    let veth = |path: &'static str, gso: bool| -> crate::Result<Measurement> {
         let topo = Topology::builder()
             .host("bench-snd")
             .host("bench-rcv")
@@ -232,7 +234,7 @@ fn transfer(
     path: &'static str,
     b: &LinkBench,
     emulated: bool,
-) -> anyhow::Result<Measurement> {
+) -> crate::Result<Measurement> {
     const PORT: u16 = 5201;
     let dst = SocketAddrV4::new(topo.addr("bench-rcv")?, PORT);
     let cc = b.congestion.clone();
@@ -269,7 +271,7 @@ fn transfer(
         Ok(())
     })?;
     std::thread::sleep(b.warmup);
-    let snap = || -> anyhow::Result<(u64, Duration, Instant, Option<runtime::LinkStats>)> {
+    let snap = || -> crate::Result<(u64, Duration, Instant, Option<runtime::LinkStats>)> {
         Ok((
             received.load(Ordering::Relaxed),
             runtime::cpu_time(CpuClock::Process)?,

@@ -42,14 +42,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use crate::util::{clk_tck, find_program, proc_ticks, TempDir};
+use crate::{bail, Context};
 use clap::Args;
 use mewa_corpus::{Corpus, Discovery, Object, Page, Provenance, Scheme};
 use mewa_lab::metrics::median;
 use mewa_link::core::parse_duration;
 use serde::Serialize;
 
-use crate::output::Table;
+use mewa_lab::report::Table;
 
 /// The one virtual host of the bench corpus.
 const HOST: &str = "www.bench-origin.example";
@@ -81,6 +82,7 @@ const SIZES: [Size; 2] = [
 ];
 
 #[derive(Debug, Args)]
+/// `mewa bench origin`'s settings.
 pub struct OriginBench {
     /// Measured runs per server and size; the median is reported.
     #[arg(long, default_value_t = 5)]
@@ -158,7 +160,8 @@ struct Ratio {
     met: bool,
 }
 
-pub fn run(mut b: OriginBench) -> anyhow::Result<()> {
+/// Runs the origin benchmark and prints its table (or JSON).
+pub fn run(mut b: OriginBench) -> crate::Result<()> {
     if b.quick {
         b.runs = 1;
         b.duration = Duration::from_secs(1);
@@ -365,7 +368,7 @@ pub fn run(mut b: OriginBench) -> anyhow::Result<()> {
 }
 
 /// One page on [`HOST`]: an HTML root that references the two images.
-fn bench_corpus() -> anyhow::Result<Corpus> {
+fn bench_corpus() -> crate::Result<Corpus> {
     let obj = |id: u32, path: &str, size: u64, content_type: &str, parent: Option<u32>| Object {
         id,
         host: HOST.to_string(),
@@ -399,7 +402,7 @@ fn bench_corpus() -> anyhow::Result<Corpus> {
 }
 
 /// Writes every object's `http` body to `docroot` (`/` as `index.html`).
-fn write_docroot(corpus: &Corpus, docroot: &Path) -> anyhow::Result<()> {
+fn write_docroot(corpus: &Corpus, docroot: &Path) -> crate::Result<()> {
     std::fs::create_dir_all(docroot).with_context(|| format!("creating {}", docroot.display()))?;
     for page in &corpus.pages {
         for o in &page.objects {
@@ -424,32 +427,6 @@ fn write_docroot(corpus: &Corpus, docroot: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A temporary directory, removed on drop. World-readable, because nginx
-/// started as root serves files as `nobody`.
-pub(crate) struct TempDir {
-    pub(crate) path: PathBuf,
-}
-
-impl TempDir {
-    pub(crate) fn new() -> anyhow::Result<TempDir> {
-        use std::os::unix::fs::PermissionsExt;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let path = std::env::temp_dir().join(format!("mewa-bench-{}-{nanos}", std::process::id()));
-        std::fs::create_dir(&path).with_context(|| format!("creating {}", path.display()))?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-            .with_context(|| format!("chmod {}", path.display()))?;
-        Ok(TempDir { path })
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
-}
-
 /// A running server process; stopped (and reaped) on drop.
 struct Server {
     kind: Kind,
@@ -468,7 +445,7 @@ impl Server {
         mut cmd: Command,
         tmp: &Path,
         stop: Option<Command>,
-    ) -> anyhow::Result<Server> {
+    ) -> crate::Result<Server> {
         let log = tmp.join(format!("{}.log", kind.name()));
         let f =
             std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
@@ -488,7 +465,7 @@ impl Server {
     }
 
     /// Waits until the server accepts connections (10 s at most).
-    fn wait_ready(&mut self) -> anyhow::Result<()> {
+    fn wait_ready(&mut self) -> crate::Result<()> {
         let start = Instant::now();
         loop {
             if let Some(st) = self.child.try_wait()? {
@@ -559,35 +536,14 @@ impl Drop for Server {
     }
 }
 
-/// utime + stime of a process (all its threads), in clock ticks.
-pub(crate) fn proc_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces): state is
-    // field 3, utime 14, stime 15.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
-}
-
-/// `getconf CLK_TCK`, 100 if that fails (the Linux value everywhere).
-pub(crate) fn clk_tck() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        .filter(|&v: &f64| v > 0.0)
-        .unwrap_or(100.0)
-}
-
 /// A free loopback address (the port is released again; the server binds it
 /// right after).
-fn free_addr() -> anyhow::Result<SocketAddr> {
+fn free_addr() -> crate::Result<SocketAddr> {
     let l = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
     Ok(l.local_addr()?)
 }
 
-fn start_mewa(tmp: &Path, corpus: &Path, workers: usize) -> anyhow::Result<Server> {
+fn start_mewa(tmp: &Path, corpus: &Path, workers: usize) -> crate::Result<Server> {
     let addr = free_addr()?;
     let exe = std::env::current_exe().context("finding this program")?;
     let mut cmd = Command::new(exe);
@@ -602,12 +558,7 @@ fn start_mewa(tmp: &Path, corpus: &Path, workers: usize) -> anyhow::Result<Serve
     Server::spawn(Kind::Mewa, addr, cmd, tmp, None)
 }
 
-fn start_nghttpd(
-    prog: &Path,
-    tmp: &Path,
-    docroot: &Path,
-    workers: usize,
-) -> anyhow::Result<Server> {
+fn start_nghttpd(prog: &Path, tmp: &Path, docroot: &Path, workers: usize) -> crate::Result<Server> {
     let addr = free_addr()?;
     let mut cmd = Command::new(prog);
     cmd.arg("--no-tls")
@@ -621,7 +572,7 @@ fn start_nghttpd(
     Server::spawn(Kind::Nghttpd, addr, cmd, tmp, None)
 }
 
-fn start_nginx(prog: &Path, tmp: &Path, docroot: &Path, workers: usize) -> anyhow::Result<Server> {
+fn start_nginx(prog: &Path, tmp: &Path, docroot: &Path, workers: usize) -> crate::Result<Server> {
     let addr = free_addr()?;
     let version = nginx_version(prog);
     // nginx 1.25.1 moved h2 from `listen … http2` to the `http2` directive;
@@ -698,18 +649,6 @@ fn nginx_version(prog: &Path) -> Option<(u32, u32, u32)> {
     Some((it.next()??, it.next()??, it.next().flatten().unwrap_or(0)))
 }
 
-/// `name` on `PATH` or in the sbin directories (nginx lives in /usr/sbin).
-pub(crate) fn find_program(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"].map(PathBuf::from))
-        .map(|d| d.join(name))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-}
-
 /// The h2load command line shared by every server.
 struct Load<'a> {
     h2load: &'a Path,
@@ -749,7 +688,7 @@ impl Load<'_> {
         size: &Size,
         mut cmd: Command,
         during: impl FnOnce() -> T,
-    ) -> anyhow::Result<(Report, T)> {
+    ) -> crate::Result<(Report, T)> {
         let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -790,7 +729,7 @@ impl Load<'_> {
     }
 
     /// A counted run: every request 2xx, and exactly `n × size` body bytes.
-    fn check(&self, s: &Server, size: &Size) -> anyhow::Result<()> {
+    fn check(&self, s: &Server, size: &Size) -> crate::Result<()> {
         let n = u64::from(self.b.clients) * u64::from(self.b.streams) * 4;
         let mut cmd = self.command(s, size);
         cmd.arg("-n").arg(n.to_string());
@@ -811,7 +750,7 @@ impl Load<'_> {
     /// A timed run: requests per second, and the server's CPU time per
     /// request (sampled from after the warm-up to the end of the measured
     /// time; `None` where /proc cannot be read).
-    fn measure(&self, s: &Server, size: &Size) -> anyhow::Result<Sample> {
+    fn measure(&self, s: &Server, size: &Size) -> crate::Result<Sample> {
         let mut cmd = self.command(s, size);
         cmd.arg("-D")
             .arg(format!("{}ms", self.b.duration.as_millis().max(1)))
@@ -852,7 +791,7 @@ impl Report {
     /// `requests: 10 total, 10 started, 10 done, 10 succeeded, 0 failed, 0 errored, 0 timeout`,
     /// `status codes: 10 2xx, 0 3xx, 0 4xx, 0 5xx` and
     /// `traffic: 98KB (100620) total, 254B (260) headers (space savings 92.72%), 97KB (100000) data`.
-    fn parse(text: &str) -> anyhow::Result<Report> {
+    fn parse(text: &str) -> crate::Result<Report> {
         let mut r = Report::default();
         let (mut finished, mut requests, mut status) = (false, false, false);
         for line in text.lines().map(str::trim) {
@@ -901,7 +840,7 @@ impl Report {
     /// No failure and no status other than 2xx. (In timed runs h2load's
     /// 2xx count can trail `succeeded` by the streams cut off at the end, so
     /// the two are not compared; the counted check run compares them.)
-    fn all_ok(&self) -> anyhow::Result<()> {
+    fn all_ok(&self) -> crate::Result<()> {
         if self.failed + self.errored + self.timeout > 0
             || self.status_other > 0
             || self.succeeded == 0
@@ -922,7 +861,7 @@ impl Report {
 }
 
 /// `10 total, 0 failed` → `[(10, "total"), (0, "failed")]`.
-fn counts(s: &str) -> anyhow::Result<Vec<(u64, &str)>> {
+fn counts(s: &str) -> crate::Result<Vec<(u64, &str)>> {
     s.split(", ")
         .map(|p| {
             let (n, what) = p
