@@ -5,7 +5,6 @@
 //! the proxy refuses what would make it an open proxy.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,68 +14,15 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use mewa_client::proxy::{Dispatch, Proxy, ProxyConfig, Session};
 use mewa_corpus::{generate, Corpus, Preset};
-use mewa_edge::dns::{Responder, Zone};
-use mewa_edge::hints::{HintBook, HintPolicy};
-use mewa_edge::server::{bind_dns, serve, EdgeDns};
-use mewa_hint::page::OriginRtt;
-use mewa_origin::{HttpOptions, Origin, OriginConfig, TcpOptions};
+use mewa_testkit::{origin_config, EdgeSpec, LoopbackEdge, LoopbackOrigin};
 use tokio::net::{TcpListener, TcpStream};
 
+/// The edge on loopback with hints for every page of `corpus` (every
+/// host at 127.0.0.1, measured 20 ms away).
 async fn edge(corpus: &Corpus) -> SocketAddr {
-    let hosts: Vec<String> = corpus
-        .pages
-        .iter()
-        .flat_map(|p| p.hosts().into_iter().map(str::to_string))
-        .collect();
-    let zone = Zone::new(
-        hosts
-            .iter()
-            .map(|h| (h.clone(), vec!["127.0.0.1".parse().unwrap()])),
-        30,
-    );
-    let dns = Arc::new(EdgeDns::new(
-        Responder {
-            zone,
-            max_udp_payload: 1232,
-            upstream: false,
-        },
-        Vec::new(),
-        None,
-    ));
-    let now = mewa_hint::now_unix_s();
-    let rtts: HashMap<String, OriginRtt> = hosts
-        .iter()
-        .map(|h| {
-            (
-                h.clone(),
-                OriginRtt {
-                    host: h.clone(),
-                    rtt_us: 20_000,
-                    measured_at_unix_s: now,
-                },
-            )
-        })
-        .collect();
-    let pages = corpus
-        .pages
-        .iter()
-        .map(mewa_corpus::convert::to_page_meta)
-        .collect();
-    let (book, failed) = HintBook::build(
-        pages,
-        &rtts,
-        HintPolicy {
-            alpha: 0.5,
-            ttl_s: 300,
-        },
-        now,
-    );
-    assert!(failed.is_empty());
-    dns.set_book(book);
-    let (udp, tcp) = bind_dns("127.0.0.1:0".parse().unwrap(), 1).await.unwrap();
-    let addr = udp[0].local_addr().unwrap();
-    tokio::spawn(serve(dns, udp, tcp));
-    addr
+    LoopbackEdge::start(EdgeSpec::for_corpus(corpus, 20_000))
+        .await
+        .addr
 }
 
 async fn get(
@@ -135,21 +81,9 @@ async fn served_page() -> (mewa_corpus::Page, SocketAddr, SocketAddr) {
         pages: vec![page.clone()],
     };
     let dir = std::env::temp_dir().join(format!("mewa-proxy-{}", std::process::id()));
-    let origin = Origin::bind(
-        &corpus,
-        OriginConfig {
-            plain: Some("127.0.0.1:0".parse().unwrap()),
-            tls: None,
-            h3: None,
-            ca_dir: dir.join("ca"),
-            http: HttpOptions::default(),
-            tcp: TcpOptions::default(),
-            quic_congestion: None,
-        },
-    )
-    .unwrap();
-    let origin_addr = origin.plain_addr().unwrap();
-    tokio::spawn(origin.serve(std::future::pending::<()>()));
+    let origin = LoopbackOrigin::start(&corpus, origin_config(dir.join("ca")));
+    let origin_addr = origin.plain_addr();
+    origin.keep_running();
     let edge = edge(&corpus).await;
     (page, origin_addr, edge)
 }

@@ -3,17 +3,13 @@
 //! made from what arrived.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use mewa_client::advice::{plan, Fallback, Radio};
 use mewa_client::resolve::resolve;
-use mewa_edge::dns::{Responder, Zone};
-use mewa_edge::hints::{HintBook, HintPolicy};
-use mewa_edge::server::{bind_dns, serve, EdgeDns};
-use mewa_hint::page::{synthetic_page, OriginRtt, PageMeta};
+use mewa_hint::page::{synthetic_page, PageMeta};
+use mewa_testkit::{EdgeSpec, LoopbackEdge};
 use tokio::net::UdpSocket;
 
 fn page(host: &str, n: usize, origins: usize) -> PageMeta {
@@ -29,46 +25,20 @@ fn now() -> u64 {
         .as_secs()
 }
 
+/// The edge on loopback with hints for a small and a big page; only the
+/// small page's origin has a measured RTT.
 async fn edge() -> (SocketAddr, tokio::task::JoinHandle<()>) {
-    let zone = Zone::new(
-        ["www.small.example", "www.big.example"]
-            .map(|h| (h.to_string(), vec!["10.0.0.2".parse().unwrap()])),
-        30,
-    );
-    let dns = Arc::new(EdgeDns::new(
-        Responder {
-            zone,
-            max_udp_payload: 1232,
-            upstream: false,
-        },
-        Vec::new(),
-        None,
-    ));
-    let mut rtts = HashMap::new();
-    rtts.insert(
-        "www.small.example".to_string(),
-        OriginRtt {
-            host: "www.small.example".into(),
-            rtt_us: 20_000,
-            measured_at_unix_s: now(),
-        },
-    );
-    let (book, _) = HintBook::build(
-        vec![
-            page("www.small.example", 30, 1),
-            page("www.big.example", 1500, 150),
-        ],
-        &rtts,
-        HintPolicy {
-            alpha: 0.5,
-            ttl_s: 300,
-        },
-        now(),
-    );
-    dns.set_book(book);
-    let (udp, tcp) = bind_dns("127.0.0.1:0".parse().unwrap(), 1).await.unwrap();
-    let addr = udp[0].local_addr().unwrap();
-    (addr, tokio::spawn(serve(dns, udp, tcp)))
+    let zone = ["www.small.example", "www.big.example"]
+        .map(|h| (h.to_string(), vec!["10.0.0.2".parse().unwrap()]))
+        .to_vec();
+    let pages = vec![
+        page("www.small.example", 30, 1),
+        page("www.big.example", 1500, 150),
+    ];
+    let mut spec = EdgeSpec::new(zone, pages);
+    spec.now_unix_s = now();
+    let e = LoopbackEdge::start(spec.with_rtt("www.small.example", 20_000)).await;
+    (e.addr, e.task)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -890,25 +890,7 @@ fn put_one(tx: &Transaction<'_>, p: &PageMeta, source: &str, updated: u64) -> Re
 mod tests {
     use super::*;
 
-    pub(crate) struct TempDir(pub PathBuf);
-
-    impl TempDir {
-        pub(crate) fn new(tag: &str) -> TempDir {
-            static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-            let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let p =
-                std::env::temp_dir().join(format!("mewa-store-{tag}-{}-{n}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&p);
-            std::fs::create_dir_all(&p).unwrap();
-            TempDir(p)
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use mewa_testkit::TempDir;
 
     fn page(url: &str, n: usize) -> PageMeta {
         let host = host_of(url).unwrap();
@@ -941,7 +923,7 @@ mod tests {
     #[test]
     fn pages_round_trip_and_replace() {
         let d = TempDir::new("rt");
-        let mut s = Store::open(&d.0.join("s.db")).unwrap();
+        let mut s = Store::open(&d.join("s.db")).unwrap();
         assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
         let p = page("http://www.a.example/", 11);
         s.put_page(&p, "test", 5).unwrap();
@@ -976,7 +958,7 @@ mod tests {
     #[test]
     fn a_batch_is_all_or_nothing() {
         let d = TempDir::new("batch");
-        let mut s = Store::open(&d.0.join("s.db")).unwrap();
+        let mut s = Store::open(&d.join("s.db")).unwrap();
         let mut bad = page("http://c.example/", 4);
         bad.objects[3].parent = Some(99);
         let batch = [
@@ -1018,7 +1000,7 @@ mod tests {
     #[test]
     fn queries_latency_and_origins() {
         let d = TempDir::new("q");
-        let mut s = Store::open(&d.0.join("s.db")).unwrap();
+        let mut s = Store::open(&d.join("s.db")).unwrap();
         s.add_queries(&[("u1".into(), 3), ("u2".into(), 5)], 600)
             .unwrap();
         s.add_queries(&[("u1".into(), 4)], 630).unwrap();
@@ -1080,7 +1062,7 @@ mod tests {
     #[test]
     fn reopen_newer_schema_and_garbage() {
         let d = TempDir::new("open");
-        let f = d.0.join("s.db");
+        let f = d.join("s.db");
         {
             let mut s = Store::open(&f).unwrap();
             s.put_page(&page("http://a.example/", 2), "t", 1).unwrap();
@@ -1102,7 +1084,7 @@ mod tests {
         }
         let e = Store::open(&f).unwrap_err().to_string();
         assert!(e.contains("schema version -1"), "{e}");
-        let junk = d.0.join("junk.db");
+        let junk = d.join("junk.db");
         std::fs::write(&junk, vec![0x5a; 8192]).unwrap();
         let e = Store::open(&junk).unwrap_err().to_string();
         assert!(e.contains("junk.db") && e.contains("not a database"), "{e}");
@@ -1116,7 +1098,7 @@ mod tests {
     #[test]
     fn concurrent_first_opens_migrate_once() {
         let d = TempDir::new("race");
-        let f = d.0.join("s.db");
+        let f = d.join("s.db");
         let opened: Vec<Result<u32, String>> = std::thread::scope(|sc| {
             let hs: Vec<_> = (0..4)
                 .map(|_| {
@@ -1138,7 +1120,7 @@ mod tests {
     #[test]
     fn hand_edited_rows_are_errors_not_panics() {
         let d = TempDir::new("bad");
-        let f = d.0.join("s.db");
+        let f = d.join("s.db");
         let mut s = Store::open(&f).unwrap();
         s.put_page(&page("http://a.example/", 3), "t", 1).unwrap();
         s.conn

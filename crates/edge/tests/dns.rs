@@ -6,66 +6,42 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_proto::op::{Edns, Message, Query, ResponseCode};
 use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
 use hickory_proto::rr::{Name, RData, RecordType};
 use mewa_edge::config::Net;
-use mewa_edge::dns::{Responder, Zone};
-use mewa_edge::hints::{HintBook, HintPolicy};
-use mewa_edge::server::{bind_dns, serve, EdgeDns};
 use mewa_hint::dns::{decode_txt, txt_query_name, HintRequest, HintResponse, OPTION_CODE};
 use mewa_hint::page::synthetic_page;
 use mewa_hint::wire::Hint;
+use mewa_testkit::{EdgeSpec, LoopbackEdge};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 
-struct Edge {
-    dns: Arc<EdgeDns>,
-    addr: SocketAddr,
-    task: tokio::task::JoinHandle<()>,
-}
-
-async fn start(upstream: Option<SocketAddr>, forward_from: &[&str]) -> Edge {
-    let responder = Responder {
-        zone: Zone::new(
-            [
-                (
-                    "www.a.example".to_string(),
-                    vec!["10.0.0.2".parse().unwrap()],
-                ),
-                ("big.example".to_string(), vec!["10.0.0.3".parse().unwrap()]),
-            ],
-            30,
+/// The edge on loopback: two names in its zone with hints for both pages,
+/// forwarding for `forward_from` to `upstream`, two UDP sockets.
+async fn start(upstream: Option<SocketAddr>, forward_from: &[&str]) -> LoopbackEdge {
+    let zone = vec![
+        (
+            "www.a.example".to_string(),
+            vec!["10.0.0.2".parse().unwrap()],
         ),
-        max_udp_payload: 1232,
-        upstream: false,
-    };
-    let nets = forward_from
+        ("big.example".to_string(), vec!["10.0.0.3".parse().unwrap()]),
+    ];
+    let pages = vec![
+        synthetic_page("http://www.a.example/", 30, 1, |i| 10_000 + i as u64 * 37),
+        synthetic_page("http://big.example/", 600, 60, |i| 10_000 + i as u64 * 37),
+    ];
+    let mut spec = EdgeSpec::new(zone, pages);
+    spec.forward_from = forward_from
         .iter()
         .map(|n| Net::parse(n).unwrap())
         .collect();
-    let dns = Arc::new(EdgeDns::new(responder, nets, upstream));
-    let (book, failed) = HintBook::build(
-        vec![
-            synthetic_page("http://www.a.example/", 30, 1, |i| 10_000 + i as u64 * 37),
-            synthetic_page("http://big.example/", 600, 60, |i| 10_000 + i as u64 * 37),
-        ],
-        &HashMap::new(),
-        HintPolicy {
-            alpha: 0.5,
-            ttl_s: 300,
-        },
-        1_700_000_000,
-    );
-    assert!(failed.is_empty());
-    dns.set_book(book);
-    let (udp, tcp) = bind_dns("127.0.0.1:0".parse().unwrap(), 2).await.unwrap();
-    let addr = udp[0].local_addr().unwrap();
-    let task = tokio::spawn(serve(dns.clone(), udp, tcp));
-    Edge { dns, addr, task }
+    spec.upstream = upstream;
+    spec.now_unix_s = 1_700_000_000;
+    spec.udp_sockets = 2;
+    LoopbackEdge::start(spec).await
 }
 
 fn query(name: &str, t: RecordType, payload: Option<u16>, page_url: Option<&str>) -> Vec<u8> {

@@ -6,40 +6,18 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use mewa_edge::store::Store;
 use mewa_hint::page::{Discovery, ObjectMeta, PageMeta};
+use mewa_testkit::TempDir;
 use proptest::prelude::*;
 
 const OBJECTS: usize = 50;
 const BATCH: usize = 200;
 const CHILD_ENV: &str = "MEWA_STORE_CRASH_CHILD";
-
-/// A fresh directory under the system temp dir, removed on drop (also when
-/// the test panics).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::SeqCst);
-        let d =
-            std::env::temp_dir().join(format!("mewa-store-it-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Kills the child on drop, so a failing parent never leaves an importer
 /// running forever.
@@ -103,13 +81,13 @@ fn crash_child() {
 
 #[test]
 fn kill_9_during_bulk_import_loses_nothing_committed() {
-    let dir = TempDir::new("crash");
+    let dir = TempDir::new("store-it-crash");
     let exe = std::env::current_exe().unwrap();
     // A batch takes some tens of milliseconds here: these delays land the
     // kill early, midway and late in the transaction after the 2nd commit
     // (or, on a slower machine, in a later one; the checks hold either way).
     for (round, delay_ms) in [0u64, 13, 31].into_iter().enumerate() {
-        let file = dir.0.join(format!("round{round}.sqlite"));
+        let file = dir.join(format!("round{round}.sqlite"));
         let mut child = KillOnDrop(
             Command::new(&exe)
                 .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
@@ -137,7 +115,7 @@ fn kill_9_during_bulk_import_loses_nothing_committed() {
         let last = *committed.last().unwrap();
 
         // The kill left a WAL behind, so reopening goes through recovery.
-        let wal = dir.0.join(format!("round{round}.sqlite-wal"));
+        let wal = dir.join(format!("round{round}.sqlite-wal"));
         assert!(
             std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0),
             "round {round}: no WAL left by the killed child"
@@ -241,8 +219,8 @@ proptest! {
     /// its URL hash.
     #[test]
     fn any_page_round_trips(p in arb_page(), updated in 0u64..=i64::MAX as u64) {
-        let d = TempDir::new("prop");
-        let mut s = Store::open(&d.0.join("s.db")).unwrap();
+        let d = TempDir::new("store-it-prop");
+        let mut s = Store::open(&d.join("s.db")).unwrap();
         s.put_page(&p, "proptest", updated).unwrap();
         let got = s.page(&p.url).unwrap().unwrap();
         prop_assert_eq!(&got.meta, &p);

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use mewa_corpus::{generate, generate_with, Corpus, Options, Page, Preset};
@@ -16,9 +16,8 @@ use mewa_edge::app::{with_store, Edge};
 use mewa_edge::config::EdgeConfig;
 use mewa_edge::store::Store;
 use mewa_edge::tracer::{trace_page, TraceError, TraceOptions};
-use mewa_origin::{HttpOptions, Origin, OriginConfig, TcpOptions};
-
-const CHROMIUM: &str = "/usr/bin/chromium";
+use mewa_origin::OriginConfig;
+use mewa_testkit::{chromium, origin_config, LoopbackOrigin, TempDir};
 
 #[tokio::test]
 async fn a_missing_chromium_says_how_to_get_one() {
@@ -44,61 +43,37 @@ async fn a_missing_chromium_says_how_to_get_one() {
 /// profiles must not see another test's live one.
 static BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The origin serving a corpus over cleartext HTTP/1.1 and h2c.
+/// The origin serving a corpus over cleartext HTTP/1.1 and h2c, with a
+/// scratch folder for its CA and the tests' stores.
 struct CorpusOrigin {
+    origin: LoopbackOrigin,
     addr: SocketAddr,
-    dir: Dir,
-    stop: tokio::sync::oneshot::Sender<()>,
-    served: tokio::task::JoinHandle<Result<(), mewa_origin::OriginError>>,
+    dir: TempDir,
 }
 
 impl CorpusOrigin {
     fn start(corpus: &Corpus, listen: &str) -> CorpusOrigin {
         static N: AtomicU32 = AtomicU32::new(0);
-        let dir = Dir(std::env::temp_dir().join(format!(
-            "mewa-tracer-test-{}-{}",
-            std::process::id(),
+        let dir = TempDir::new(&format!(
+            "tracer-test-{}",
             N.fetch_add(1, Ordering::Relaxed)
-        )));
-        let _ = std::fs::remove_dir_all(&dir.0);
-        std::fs::create_dir_all(&dir.0).unwrap();
-        let origin = Origin::bind(
+        ));
+        let origin = LoopbackOrigin::start(
             corpus,
             OriginConfig {
                 plain: Some(listen.parse().unwrap()),
-                tls: None,
-                h3: None,
-                ca_dir: dir.0.join("ca"),
-                http: HttpOptions::default(),
-                tcp: TcpOptions::default(),
-                quic_congestion: None,
+                ..origin_config(dir.join("ca"))
             },
-        )
-        .unwrap();
-        let addr = origin.plain_addr().unwrap();
-        let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-        let served = tokio::spawn(origin.serve(async {
-            let _ = rx.await;
-        }));
+        );
         CorpusOrigin {
-            addr,
+            addr: origin.plain_addr(),
+            origin,
             dir,
-            stop,
-            served,
         }
     }
 
     async fn stop(self) {
-        let _ = self.stop.send(());
-        self.served.await.unwrap().unwrap();
+        self.origin.stop().await;
     }
 }
 
@@ -115,13 +90,9 @@ fn complat_page() -> Page {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traces_corpus_pages_with_real_chromium() {
-    if !Path::new(CHROMIUM).exists() {
-        eprintln!(
-            "skipping traces_corpus_pages_with_real_chromium: no {CHROMIUM} \
-             (apt-get install chromium)"
-        );
+    let Some(chromium) = chromium("traces_corpus_pages_with_real_chromium") else {
         return;
-    }
+    };
     let complat = complat_page();
     // accel7: 42 images on seven hosts. meh15's 622k page: WebP images and
     // a font from another host. Chromium cut its WebP downloads short when
@@ -153,12 +124,10 @@ async fn traces_corpus_pages_with_real_chromium() {
         extra_args: vec![format!("host-resolver-rules=MAP * {addr}")],
         ..TraceOptions::default()
     };
-    let mut store = Store::open(&o.dir.0.join("edge.sqlite")).unwrap();
+    let mut store = Store::open(&o.dir.join("edge.sqlite")).unwrap();
 
     for page in &pages {
-        let traced = trace_page(Path::new(CHROMIUM), &page.main, &opts)
-            .await
-            .unwrap();
+        let traced = trace_page(&chromium, &page.main, &opts).await.unwrap();
         eprintln!(
             "{}: {} objects, {} bytes, onload {:.0} ms, network busy {:.0} ms, \
              computation {} ms (scripts compute {} ms), traced in {:.2} s; notes: {:?}",
@@ -234,13 +203,10 @@ async fn traces_corpus_pages_with_real_chromium() {
 /// refused and counted as an error; without Chromium the pass says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_edge_traces_its_popular_pages() {
-    if !Path::new(CHROMIUM).exists() {
-        eprintln!(
-            "skipping the_edge_traces_its_popular_pages: no {CHROMIUM} \
-             (apt-get install chromium)"
-        );
+    let Some(chromium) = chromium("the_edge_traces_its_popular_pages") else {
         return;
-    }
+    };
+    let chromium = chromium.display().to_string();
     let page = complat_page();
     let corpus = Corpus {
         name: "tracer".into(),
@@ -263,13 +229,13 @@ async fn the_edge_traces_its_popular_pages() {
                 "[dns]\nlisten = \"127.0.0.1:0\"\nudp_sockets = 1\n[admin]\nlisten = \"127.0.0.1:0\"\n\
                  [store]\npath = \"{}\"\n[zone]\n\"{host}\" = [\"127.0.0.77\"]\n\
                  [tracer]\nenabled = true\nchromium = \"{chromium}\"\n",
-                o.dir.0.join(store).display()
+                o.dir.join(store).display()
             ),
             Path::new("edge.toml"),
         )
         .unwrap()
     };
-    let (edge, _bound) = Edge::bind(config(CHROMIUM, "edge.sqlite")).await.unwrap();
+    let (edge, _bound) = Edge::bind(config(&chromium, "edge.sqlite")).await.unwrap();
     let main = page.main.clone();
     let popular = vec![
         (main.clone(), 5),

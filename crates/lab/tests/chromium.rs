@@ -7,18 +7,11 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use mewa_corpus::{generate, generate_with, Corpus, Discovery, Options, Page, Preset};
-use mewa_origin::{HttpOptions, Origin, OriginConfig, TcpOptions};
-
-fn chromium() -> Option<PathBuf> {
-    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
+use mewa_testkit::{chromium, origin_config, LoopbackOrigin, TempDir};
 
 /// Request start times (ms, netlog clock) by URL, from a Chromium NetLog.
 fn requests(netlog: &Path) -> HashMap<String, f64> {
@@ -63,11 +56,7 @@ fn load_in_chromium(bin: &Path, addr: SocketAddr, page: &Page, dir: &Path) -> Ha
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chromium_fetches_exactly_the_modelled_objects() {
-    let Some(bin) = chromium() else {
-        eprintln!(
-            "skipping: chromium_fetches_exactly_the_modelled_objects needs Chromium \
-             (apt-get install chromium)"
-        );
+    let Some(bin) = chromium("chromium_fetches_exactly_the_modelled_objects") else {
         return;
     };
     let mut pages = vec![generate(Preset::Accel7, 1).pages.remove(0)];
@@ -88,27 +77,10 @@ async fn chromium_fetches_exactly_the_modelled_objects() {
         provenance: meh.provenance.clone(),
         pages: pages.clone(),
     };
-    let dir = std::env::temp_dir().join(format!("mewa-chromium-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let origin = Origin::bind(
-        &corpus,
-        OriginConfig {
-            plain: Some("127.0.0.1:0".parse().unwrap()),
-            tls: None,
-            h3: None,
-            ca_dir: dir.join("ca"),
-            http: HttpOptions::default(),
-            tcp: TcpOptions::default(),
-            quic_congestion: None,
-        },
-    )
-    .unwrap();
-    let addr = origin.plain_addr().unwrap();
-    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(origin.serve(async {
-        let _ = rx.await;
-    }));
+    let tmp = TempDir::new("chromium");
+    let dir = tmp.path().to_path_buf();
+    let origin = LoopbackOrigin::start(&corpus, origin_config(dir.join("ca")));
+    let addr = origin.plain_addr();
 
     for page in &pages {
         let (bin, page2, dir2) = (bin.clone(), page.clone(), dir.clone());
@@ -151,7 +123,5 @@ async fn chromium_fetches_exactly_the_modelled_objects() {
             );
         }
     }
-    let _ = stop.send(());
-    task.await.unwrap().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+    origin.stop().await;
 }

@@ -2,60 +2,33 @@
 #![allow(clippy::unwrap_used)]
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use mewa_corpus::{generate, generate_with, Corpus, Discovery, Kind, Options, Page, Preset};
 use mewa_lab::loader::{load, Fixed, LoadOptions, Resolver, RoundRobin};
 use mewa_lab::record::{LoadRecord, Protocol};
-use mewa_origin::{HttpOptions, Origin, OriginConfig, TcpOptions};
-use tokio::sync::oneshot;
+use mewa_origin::OriginConfig;
+use mewa_testkit::{origin_config, LoopbackOrigin, TempDir};
 
+/// The origin on loopback over h1, h2c, TLS and HTTP/3, with its CA
+/// folder (removed when the test ends).
 struct Running {
-    plain: SocketAddr,
-    tls: SocketAddr,
-    h3: SocketAddr,
-    ca: PathBuf,
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
+    origin: LoopbackOrigin,
+    _dir: TempDir,
 }
 
 async fn start(corpus: &Corpus, tag: &str) -> Running {
+    let dir = TempDir::new(&format!("lab-test-{tag}"));
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let dir = std::env::temp_dir().join(format!("mewa-lab-test-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
     let cfg = OriginConfig {
-        plain: Some(any),
         tls: Some(any),
         h3: Some(any),
-        ca_dir: dir.clone(),
-        http: HttpOptions::default(),
-        tcp: TcpOptions::default(),
-        quic_congestion: None,
+        ..origin_config(dir.join("ca"))
     };
-    let origin = Origin::bind(corpus, cfg).unwrap();
-    let (stop, rx) = oneshot::channel::<()>();
-    let (plain, tls, h3) = (
-        origin.plain_addr().unwrap(),
-        origin.tls_addr().unwrap(),
-        origin.h3_addr().unwrap(),
-    );
-    let task = tokio::spawn(async move {
-        origin
-            .serve(async {
-                let _ = rx.await;
-            })
-            .await
-            .unwrap();
-    });
     Running {
-        plain,
-        tls,
-        h3,
-        ca: dir.join(mewa_origin::tls::CA_CERT),
-        stop,
-        task,
+        origin: LoopbackOrigin::start(corpus, cfg),
+        _dir: dir,
     }
 }
 
@@ -63,18 +36,17 @@ impl Running {
     fn opts(&self, protocol: Protocol, tls: bool) -> LoadOptions {
         LoadOptions {
             resolver: Resolver::all_to(IpAddr::V4(Ipv4Addr::LOCALHOST)),
-            port_plain: self.plain.port(),
-            port_tls: self.tls.port(),
-            port_h3: self.h3.port(),
-            ca_cert: Some(self.ca.clone()),
+            port_plain: self.origin.plain_addr().port(),
+            port_tls: self.origin.tls.unwrap().port(),
+            port_h3: self.origin.h3.unwrap().port(),
+            ca_cert: Some(self.origin.ca_cert.clone()),
             timeout: Duration::from_secs(30),
             ..LoadOptions::browser(protocol, tls)
         }
     }
 
     async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task.await.unwrap();
+        self.origin.stop().await;
     }
 }
 

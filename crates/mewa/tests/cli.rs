@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+use mewa_testkit::TempDir;
+
 fn mewa(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_mewa"))
         .args(args)
@@ -14,27 +16,8 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// A scratch folder removed when the test ends.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let d = std::env::temp_dir().join(format!("mewa-cli-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).expect("create a scratch folder");
-        Scratch(d)
-    }
-
-    fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+/// A scratch folder per test, removed when the test ends.
+type Scratch = TempDir;
 
 fn hint_fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../hint/tests/fixtures")
@@ -74,11 +57,11 @@ fn text_csv_and_plot() {
 #[test]
 fn model_all_writes_every_figure() {
     let dir = Scratch::new("all");
-    let o = mewa(&["model", "--out", dir.0.to_str().unwrap()]);
+    let o = mewa(&["model", "--out", dir.path().to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     for f in ["table1", "idle", "idle-iw4", "iw", "iw-marginal", "fld"] {
-        assert!(dir.join(&format!("{f}.svg")).is_file(), "{f}.svg missing");
-        assert!(dir.join(&format!("{f}.csv")).is_file(), "{f}.csv missing");
+        assert!(dir.join(format!("{f}.svg")).is_file(), "{f}.svg missing");
+        assert!(dir.join(format!("{f}.csv")).is_file(), "{f}.csv missing");
     }
 }
 

@@ -16,7 +16,8 @@ use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use mewa_corpus::{body, generate, Corpus, Preset, Scheme};
-use mewa_origin::{HttpOptions, Origin, OriginConfig, TcpOptions};
+use mewa_origin::{Origin, OriginConfig};
+use mewa_testkit::origin_config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -31,16 +32,13 @@ fn ca_dir(tag: &str) -> PathBuf {
     d
 }
 
+/// Every listener on loopback: h1 + h2c, TLS and HTTP/3.
 fn config(tag: &str) -> OriginConfig {
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
     OriginConfig {
-        plain: Some(any),
         tls: Some(any),
         h3: Some(any),
-        ca_dir: ca_dir(tag),
-        http: HttpOptions::default(),
-        tcp: TcpOptions::default(),
-        quic_congestion: None,
+        ..origin_config(ca_dir(tag))
     }
 }
 
