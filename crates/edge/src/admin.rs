@@ -29,8 +29,8 @@ use mewa_hint::wire::Hint;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
-use crate::app::{now_unix_s, with_store, Edge};
 use crate::server::HINT_BUCKETS;
+use crate::state::{now_unix_s, with_store, Edge, StoreJobError};
 
 /// Serves the admin API until dropped.
 pub async fn serve(edge: Edge, listener: TcpListener) {
@@ -190,7 +190,7 @@ async fn handle(edge: &Edge, req: Request<Incoming>) -> Response<Full<Bytes>> {
             "no such path; see / for the API",
         )),
     };
-    r.unwrap_or_else(|e| error(StatusCode::INTERNAL_SERVER_ERROR, &e))
+    r.unwrap_or_else(|e| error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()))
 }
 
 fn hint_preview(edge: &Edge, url: Option<String>) -> Response<Full<Bytes>> {
@@ -326,7 +326,7 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-async fn status_page(edge: &Edge) -> Result<Response<Full<Bytes>>, String> {
+async fn status_page(edge: &Edge) -> Result<Response<Full<Bytes>>, StoreJobError> {
     let (pages, origins, stats) =
         with_store(&edge.store, |s| Ok((s.pages()?, s.origins()?, s.stats()?))).await?;
     let m = &edge.dns.metrics;

@@ -279,6 +279,22 @@ impl Default for TracerConfig {
     }
 }
 
+/// Why a network is not `addr/prefix`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NetError {
+    /// The part before `/` is not an IP address.
+    #[error("`{0}` is not an address or addr/prefix")]
+    Address(String),
+    /// The prefix is not a number within the address family's width.
+    #[error("`{given}`: prefix must be 0..={max}")]
+    Prefix {
+        /// What was given.
+        given: String,
+        /// 32 for IPv4, 128 for IPv6.
+        max: u8,
+    },
+}
+
 /// A network `addr/prefix`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Net {
@@ -288,12 +304,12 @@ pub struct Net {
 
 impl Net {
     /// Parses `addr/prefix` (a bare address is a /32 or /128).
-    pub fn parse(s: &str) -> Result<Net, String> {
+    pub fn parse(s: &str) -> Result<Net, NetError> {
         let (a, p) = s.split_once('/').unwrap_or((s, ""));
         let addr: IpAddr = a
             .trim()
             .parse()
-            .map_err(|_| format!("`{s}` is not an address or addr/prefix"))?;
+            .map_err(|_| NetError::Address(s.to_string()))?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let prefix = if p.is_empty() {
             max
@@ -302,7 +318,10 @@ impl Net {
                 .parse::<u8>()
                 .ok()
                 .filter(|&n| n <= max)
-                .ok_or_else(|| format!("`{s}`: prefix must be 0..={max}"))?
+                .ok_or_else(|| NetError::Prefix {
+                    given: s.to_string(),
+                    max,
+                })?
         };
         Ok(Net { addr, prefix })
     }
@@ -373,7 +392,7 @@ impl EdgeConfig {
             ));
         }
         for n in &self.dns.forward_from {
-            Net::parse(n).map_err(|m| bad("dns.forward_from", m))?;
+            Net::parse(n).map_err(|m| bad("dns.forward_from", m.to_string()))?;
         }
         for (host, addrs) in &self.zone {
             let h = host.trim_end_matches('.');

@@ -4,12 +4,17 @@
 //! a compact hint (crate `mewa-hint` defines the hint and its DNS carriers).
 //!
 //! Modules:
-//! - [`app`]: the whole edge: store, DNS, periodic jobs (`mewa edge serve`).
+//! - [`app`]: wires the edge together: binds the sockets and starts the DNS
+//!   server, the admin API and the periodic jobs (`mewa edge serve`).
+//! - [`state`]: the edge's shared state (store, DNS service, zone,
+//!   counters) and its jobs (hint rebuild, count flush, latency probes,
+//!   tracer passes); what the admin API reads.
 //! - [`admin`]: read-only HTTP admin API, status page, Prometheus metrics.
 //! - [`config`]: the TOML configuration, every knob documented.
 //! - [`dns`]: the answering rules without I/O (zone, hint option, TXT
-//!   fallback, forwarding decision, size limits); its fast path for the
-//!   common query shape lives in the private `fast` module.
+//!   fallback, forwarding decision, size limits): shared types in `dns`,
+//!   the rules in `dns::general`, and its child `dns::general::fast`, the
+//!   common query shape answered from its wire bytes.
 //! - [`monitor`]: edge→origin RTT by TCP connect time, smoothed (EWMA).
 //! - [`server`]: the DNS runtime (UDP with SO_REUSEPORT, TCP, forwarding,
 //!   metrics).
@@ -23,9 +28,10 @@ pub mod admin;
 pub mod app;
 pub mod config;
 pub mod dns;
-mod fast;
+
 pub mod hints;
 pub mod monitor;
 pub mod server;
+pub mod state;
 pub mod store;
 pub mod tracer;

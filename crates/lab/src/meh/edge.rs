@@ -71,17 +71,18 @@ pub(crate) fn start_edge(
             // Hosts come from the hint book: build it, probe, rebuild with
             // the measured RTTs.
             let first = async {
-                edge.rebuild().await?;
+                edge.rebuild().await.map_err(|e| e.to_string())?;
                 let (probed, failed) = edge.probe_origins().await;
                 if probed == 0 || failed > 0 {
                     return Err(format!(
                         "latency monitor: {failed} of {probed} origin probe(s) failed"
                     ));
                 }
-                edge.rebuild().await?;
+                edge.rebuild().await.map_err(|e| e.to_string())?;
                 let rtt = match main_host {
                     Some(h) => mewa_edge::app::with_store(&edge.store, move |s| s.origin_rtt(&h))
-                        .await?
+                        .await
+                        .map_err(|e| e.to_string())?
                         .map(|o| f64::from(o.rtt_us) / 1000.0),
                     None => None,
                 };

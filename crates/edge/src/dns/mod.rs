@@ -1,0 +1,159 @@
+//! The edge's DNS answers, without I/O: query bytes in, what to do out.
+//!
+//! Seed 000 §II: "a meta-data query message is also sent along with this DNS
+//! query message … the hint packets can be delivered along with the DNS
+//! response message". Messages are parsed and written with hickory-proto;
+//! this module decides the answer:
+//!
+//! - **Zone** (`A`/`AAAA` for the configured hosts, in the lab the corpus
+//!   hosts → the origin's address): answered authoritatively. If the query's
+//!   OPT record carries the hint request option (`mewa_hint::dns`), the
+//!   answer's OPT carries the page's hint: the full form if it fits the
+//!   client's advertised UDP payload, else the partial form in what room is
+//!   left, else status "retry over TCP" (the address answer stays complete,
+//!   so only a hint-aware client asks again). Over TCP the budget is 64 KiB.
+//! - **TXT fallback**: `TXT <hash>._hint.<host>` (for clients behind resolvers
+//!   that strip unknown options) is answered with `mewa1:` + base64 of the
+//!   hint, or NXDOMAIN when no such page is known.
+//! - **Other names**: forwarded to the upstream resolver as they came, but
+//!   only for clients the configuration allows (an edge must not become an
+//!   open resolver for amplification); others get REFUSED.
+//!
+//! Malformed queries get FORMERR when their header can be read and are
+//! dropped otherwise; nothing a client sends can panic this code (fuzzed).
+//!
+//! Layout: this module holds the types both paths share (the zone, what an
+//! answer is and how it went); [`general`] answers every query by the rules
+//! above and hands the common shape to its child, the fast path, first.
+
+mod general;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use mewa_hint::wire::Form;
+
+/// The classic DNS limit over UDP without EDNS (RFC 1035 §4.2.1).
+pub(crate) const PLAIN_UDP: usize = 512;
+
+/// Addresses of the hosts the edge answers for, and how long answers may be
+/// cached.
+#[derive(Debug, Clone, Default)]
+pub struct Zone {
+    hosts: HashMap<String, Vec<IpAddr>>,
+    /// TTL of the answers, seconds.
+    pub ttl_s: u32,
+}
+
+impl Zone {
+    /// A zone from (host, addresses) pairs; host names are compared without
+    /// case and without the trailing dot.
+    pub fn new(entries: impl IntoIterator<Item = (String, Vec<IpAddr>)>, ttl_s: u32) -> Zone {
+        Zone {
+            hosts: entries
+                .into_iter()
+                .map(|(h, a)| (normalize(&h), a))
+                .collect(),
+            ttl_s,
+        }
+    }
+
+    /// The addresses of a host, if it is in the zone.
+    pub fn get(&self, host: &str) -> Option<&[IpAddr]> {
+        self.hosts.get(&normalize(host)).map(Vec::as_slice)
+    }
+
+    /// [`Zone::get`] for a name already in lower case without the trailing
+    /// dot (the fast path builds it so, without allocating).
+    pub(crate) fn get_normalized(&self, host: &str) -> Option<&[IpAddr]> {
+        self.hosts.get(host).map(Vec::as_slice)
+    }
+
+    /// Hosts in the zone.
+    pub fn len(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// No host.
+    pub fn is_empty(&self) -> bool {
+        self.hosts.is_empty()
+    }
+}
+
+pub(crate) fn normalize(host: &str) -> String {
+    host.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// How the query arrived: it sets the size limit of the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// UDP: the client's advertised payload size (512 without EDNS), capped
+    /// by ours.
+    Udp,
+    /// TCP: up to 65535 bytes.
+    Tcp,
+}
+
+/// What to do with a query.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Send these bytes back.
+    Reply(Vec<u8>),
+    /// Relay the query to the upstream resolver unchanged.
+    Forward,
+    /// Say nothing (the bytes were not a DNS query we could answer).
+    Drop,
+}
+
+/// What a hint-bearing answer carried, for metrics and logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HintServed {
+    /// A hint of this many bytes, in this form.
+    Hint {
+        /// Wire bytes of the hint.
+        bytes: usize,
+        /// Full or partial.
+        form: Form,
+    },
+    /// The page is not known.
+    Unknown,
+    /// The hint did not fit; the client was told to retry over TCP.
+    RetryTcp,
+}
+
+/// The answer to one query, with what the runtime needs to count.
+#[derive(Debug)]
+pub struct Answered {
+    /// What to do.
+    pub outcome: Outcome,
+    /// The page a hint was asked for (EDNS option or TXT), for popularity.
+    pub page: Option<String>,
+    /// Whether and how a hint went out.
+    pub hint: Option<HintServed>,
+    /// Why a query got an error code, for the error counter.
+    pub error: Option<&'static str>,
+}
+
+impl Answered {
+    fn reply(bytes: Vec<u8>) -> Answered {
+        Answered {
+            outcome: Outcome::Reply(bytes),
+            page: None,
+            hint: None,
+            error: None,
+        }
+    }
+}
+
+/// The answering rules (see the module docs).
+#[derive(Debug, Clone)]
+pub struct Responder {
+    /// Hosts answered authoritatively.
+    pub zone: Zone,
+    /// Our largest UDP answer (1232 by default: no IP fragmentation on
+    /// common paths, DNS Flag Day 2020).
+    pub max_udp_payload: u16,
+    /// Whether names outside the zone may be forwarded for this client
+    /// (the runtime decides per source address and passes it in).
+    pub upstream: bool,
+}
