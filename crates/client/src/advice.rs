@@ -69,6 +69,9 @@ pub enum Fallback {
     /// A value outside sane bounds.
     #[error("absurd hint: {0}")]
     Absurd(String),
+    /// The client was told not to use hints (a baseline run).
+    #[error("hints disabled")]
+    Disabled,
 }
 
 /// Checks a decoded hint for `page_url` at `now_unix_s`.

@@ -191,9 +191,9 @@ async fn tcp_exchange(edge: SocketAddr, q: &[u8], id: u16) -> Result<Message, Re
     Ok(m)
 }
 
-fn hint_option(m: &Message) -> Option<Result<HintResponse, String>> {
+fn hint_option(m: &Message) -> Option<Result<HintResponse, mewa_hint::dns::DnsError>> {
     match m.edns.as_ref()?.option(EdnsCode::Unknown(OPTION_CODE))? {
-        EdnsOption::Unknown(_, d) => Some(HintResponse::decode(d).map_err(|e| e.to_string())),
+        EdnsOption::Unknown(_, d) => Some(HintResponse::decode(d)),
         _ => None,
     }
 }
@@ -215,7 +215,7 @@ fn read(m: &Message, edge: SocketAddr, rtt: Duration) -> Result<Resolved, Resolv
         .collect();
     let (hint, hint_bytes) = match hint_option(m) {
         None => (Err(Fallback::Missing), 0),
-        Some(Err(e)) => (Err(Fallback::Malformed(e)), 0),
+        Some(Err(e)) => (Err(Fallback::Malformed(e.to_string())), 0),
         Some(Ok(HintResponse::Unknown)) => (Err(Fallback::Unknown), 0),
         Some(Ok(HintResponse::RetryTcp)) => (Err(Fallback::Missing), 0),
         Some(Ok(HintResponse::Hint(b))) => (

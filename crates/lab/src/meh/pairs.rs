@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mewa_client::advice::{plan, Plan, Radio};
+use mewa_client::advice::{plan, Fallback, Plan, Radio};
 use mewa_client::resolve::{resolve, Resolved};
 use mewa_corpus::{Corpus, Object, Page};
 use mewa_edge::app::now_unix_s;
@@ -59,7 +59,7 @@ impl Assign for PlanAssign {
 /// What one load needs from the edge.
 pub(crate) struct Lookup {
     pub(crate) resolved: Resolved,
-    pub(crate) plan: Result<Plan, String>,
+    pub(crate) plan: Result<Plan, Fallback>,
 }
 
 /// The least budget of [`Dispatch::PullRate`] (the proxy uses the same).
@@ -115,9 +115,8 @@ fn one_load(
                     rtt_s: resolved.rtt.as_secs_f64(),
                 },
                 now_unix_s(),
-            )
-            .map_err(|f| f.to_string()),
-            Err(f) => Err(f.to_string()),
+            ),
+            Err(f) => Err(f.clone()),
         };
         let mut opts = LoadOptions {
             resolver: Resolver::all_to(addr),

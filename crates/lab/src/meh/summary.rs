@@ -127,7 +127,7 @@ pub(crate) fn to_run(
     let ok = rec.ok();
     let fallback = match (&l.resolved.hint, &l.plan) {
         (Err(f), _) => Some(f.to_string()),
-        (Ok(_), Err(e)) => Some(e.clone()),
+        (Ok(_), Err(e)) => Some(e.to_string()),
         _ => None,
     };
     MehRun {

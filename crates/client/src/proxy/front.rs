@@ -1,0 +1,336 @@
+//! The proxy's front end: the listener a browser talks to (HTTP/1.1, or
+//! HTTP/2 over TLS), the refusals that keep it from being an open proxy,
+//! and the forwarding of each request to its host's [`Session`].
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+
+use super::path_reveals;
+use super::session::{lookup, Session, SessionError};
+use super::{ProxyBody, ProxyConfig};
+
+/// Counters of a running proxy.
+#[derive(Debug, Default)]
+pub struct ProxyStats {
+    /// Requests forwarded.
+    pub forwarded: AtomicU64,
+    /// Requests refused (CONNECT, origin-form, other schemes, clients not
+    /// allowed).
+    pub refused: AtomicU64,
+    /// Sessions opened.
+    pub sessions: AtomicU64,
+    /// Sessions that fell back to one connection.
+    pub fallbacks: AtomicU64,
+    /// Requests that failed upstream (502).
+    pub upstream_errors: AtomicU64,
+    /// Browser connections served over HTTP/2 (TLS with ALPN `h2`).
+    pub browser_h2: AtomicU64,
+    /// Browser connections served over HTTP/1.1.
+    pub browser_h1: AtomicU64,
+    /// Browser requests answered from a prefetched response.
+    pub prefetch_hits: AtomicU64,
+}
+
+/// The proxy.
+#[derive(Debug)]
+pub struct Proxy {
+    cfg: ProxyConfig,
+    sessions: tokio::sync::Mutex<HashMap<String, Arc<Session>>>,
+    /// Counters.
+    pub stats: ProxyStats,
+}
+
+/// Headers that belong to one hop only (RFC 9110 §7.6.1) plus the proxy's
+/// own; never forwarded.
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "proxy-connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-authorization",
+    "proxy-authenticate",
+];
+
+/// Whether a request is for something that can reveal other objects: the
+/// browser asks for style sheets and documents with their types first in
+/// `Accept`; scripts are asked for with `*/*`, so their path decides.
+fn reveals<B>(req: &Request<B>, path: &str) -> bool {
+    let accept = req
+        .headers()
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    accept.starts_with("text/html") || accept.starts_with("text/css") || path_reveals(path)
+}
+
+fn error(status: StatusCode, why: &str) -> Response<ProxyBody> {
+    let mut r = Response::new(
+        Full::new(Bytes::from(format!("mewa proxy: {why}\n")))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+impl Proxy {
+    /// A proxy with `cfg`.
+    pub fn new(cfg: ProxyConfig) -> Arc<Proxy> {
+        Arc::new(Proxy {
+            cfg,
+            sessions: tokio::sync::Mutex::new(HashMap::new()),
+            stats: ProxyStats::default(),
+        })
+    }
+
+    /// The current session of `host`, if any (for logs and tests).
+    pub async fn session_of(&self, host: &str) -> Option<Arc<Session>> {
+        self.sessions.lock().await.get(host).cloned()
+    }
+
+    /// Serves browser connections from `listener` (cleartext HTTP/1.1)
+    /// until the task is dropped.
+    pub async fn serve(self: Arc<Proxy>, listener: TcpListener) {
+        self.accept(listener, None).await;
+    }
+
+    /// Serves browser connections from `listener` over TLS with `tls`,
+    /// HTTP/2 when the browser offers `h2` by ALPN (put it in
+    /// `tls.alpn_protocols`), else HTTP/1.1, until the task is dropped.
+    pub async fn serve_tls(
+        self: Arc<Proxy>,
+        listener: TcpListener,
+        tls: Arc<rustls::ServerConfig>,
+    ) {
+        self.accept(listener, Some(tokio_rustls::TlsAcceptor::from(tls)))
+            .await;
+    }
+
+    async fn accept(
+        self: Arc<Proxy>,
+        listener: TcpListener,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+    ) {
+        loop {
+            let Ok((tcp, peer)) = listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            };
+            if !self.cfg.allowed(peer.ip()) {
+                self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                drop(tcp);
+                continue;
+            }
+            let _ = tcp.set_nodelay(true);
+            let me = self.clone();
+            let me2 = self.clone();
+            let tls = tls.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req| {
+                    let me = me.clone();
+                    async move { Ok::<_, std::convert::Infallible>(me.handle(req).await) }
+                });
+                let Some(acc) = tls else {
+                    me2.stats.browser_h1.fetch_add(1, Ordering::Relaxed);
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tcp), svc)
+                        .await;
+                    return;
+                };
+                // A client that never finishes its handshake must not hold
+                // the task forever.
+                let Ok(Ok(s)) =
+                    tokio::time::timeout(Duration::from_secs(10), acc.accept(tcp)).await
+                else {
+                    return;
+                };
+                if s.get_ref().1.alpn_protocol() == Some(b"h2") {
+                    me2.stats.browser_h2.fetch_add(1, Ordering::Relaxed);
+                    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .initial_stream_window_size(8 << 20)
+                        .initial_connection_window_size(16 << 20)
+                        .max_concurrent_streams(256)
+                        .serve_connection(TokioIo::new(s), svc)
+                        .await;
+                } else {
+                    me2.stats.browser_h1.fetch_add(1, Ordering::Relaxed);
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(s), svc)
+                        .await;
+                }
+            });
+        }
+    }
+
+    /// The session for `host`. A document request opens a new one planned
+    /// from its URL's hint unless the host has a fresh one; a sub-resource
+    /// on another host that resolves to the address of a fresh session
+    /// shares it (as Chrome coalesces HTTP/2 connections), else gets a
+    /// session of its own.
+    async fn session(
+        &self,
+        host: &str,
+        url: &str,
+        is_document: bool,
+    ) -> Result<Arc<Session>, SessionError> {
+        // Held across the lookups: concurrent first requests for a host
+        // wait for one session instead of each planning their own.
+        let mut map = self.sessions.lock().await;
+        let fresh = |s: &Session| s.idle_for() < self.cfg.session_idle && !s.is_closed();
+        if let Some(s) = map.get(host) {
+            if fresh(s) {
+                return Ok(s.clone());
+            }
+        }
+        let r = lookup(&self.cfg, host, url).await?;
+        if !is_document {
+            let same = r.addrs.first().and_then(|ip| {
+                map.values()
+                    .find(|s| s.addr.ip() == *ip && fresh(s))
+                    .cloned()
+            });
+            if let Some(s) = same {
+                map.insert(host.to_string(), s.clone());
+                return Ok(s);
+            }
+        }
+        let s = Arc::new(Session::open_resolved(&self.cfg, host, url, &r).await?);
+        self.stats.sessions.fetch_add(1, Ordering::Relaxed);
+        match &s.plan {
+            Ok(p) => tracing::info!(
+                "proxy: {url}: n = {} (page {} B, radio RTT {:.1} ms, wired {:.1} ms, {:.1} Mbit/s), {}",
+                p.n,
+                p.page_bytes,
+                p.radio_rtt_s * 1e3,
+                p.wired_rtt_s * 1e3,
+                p.bandwidth_bps / 1e6,
+                if s.pulls() { "pull-rate dispatch" } else { "push dispatch" }
+            ),
+            Err(why) => {
+                self.stats.fallbacks.fetch_add(1, Ordering::Relaxed);
+                tracing::info!("proxy: {url}: one connection ({why})");
+            }
+        }
+        map.insert(host.to_string(), s.clone());
+        Ok(s)
+    }
+
+    /// Handles one browser request.
+    pub async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+        let refuse = |status, why: &str| {
+            self.stats.refused.fetch_add(1, Ordering::Relaxed);
+            error(status, why)
+        };
+        if req.method() == http::Method::CONNECT {
+            return refuse(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "CONNECT is not supported: this proxy carries http:// pages only",
+            );
+        }
+        let uri = req.uri().clone();
+        if uri.scheme_str() != Some("http") {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "expected an absolute http:// URL (use me as an HTTP proxy)",
+            );
+        }
+        let Some(host) = uri.host().map(str::to_ascii_lowercase) else {
+            return refuse(StatusCode::BAD_REQUEST, "the URL has no host");
+        };
+        if uri.port_u16().is_some_and(|p| p != self.cfg.origin_port) {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                "only the origin port the proxy was configured for",
+            );
+        }
+        let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+        let url = format!("http://{host}{path}");
+        let is_document = req
+            .headers()
+            .get(http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.starts_with("text/html"));
+        let session = match self.session(&host, &url, is_document).await {
+            Ok(s) => s,
+            Err(e) => {
+                self.stats.upstream_errors.fetch_add(1, Ordering::Relaxed);
+                return error(StatusCode::BAD_GATEWAY, &e.to_string());
+            }
+        };
+        if !is_document && req.method() == http::Method::GET {
+            if let Some(w) = session.take_prefetched(&url).await {
+                self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
+                self.stats.prefetch_hits.fetch_add(1, Ordering::Relaxed);
+                let mut resp = Response::new(
+                    Full::new(w.body.clone())
+                        .map_err(|never| match never {})
+                        .boxed(),
+                );
+                *resp.status_mut() = w.status;
+                for (k, v) in &w.headers {
+                    if !HOP_BY_HOP.contains(&k.as_str()) {
+                        resp.headers_mut().append(k, v.clone());
+                    }
+                }
+                return resp;
+            }
+        }
+        let reveals = reveals(&req, uri.path());
+        let on_first = is_document || (self.cfg.warm_first && reveals);
+        let held = !is_document && !reveals;
+        let (parts, body) = req.into_parts();
+        let mut up = Request::builder().method(parts.method).uri(path.as_str());
+        for (k, v) in &parts.headers {
+            if !HOP_BY_HOP.contains(&k.as_str()) && k != http::header::HOST {
+                up = up.header(k, v);
+            }
+        }
+        let up = match up.body(body.boxed()) {
+            Ok(r) => r,
+            Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string()),
+        };
+        // HTTP/2 takes the authority from the URI.
+        let (mut p, b) = up.into_parts();
+        p.uri = match http::Uri::builder()
+            .scheme("http")
+            .authority(host.as_str())
+            .path_and_query(path.as_str())
+            .build()
+        {
+            Ok(u) => u,
+            Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string()),
+        };
+        match session
+            .forward(&url, on_first, held, Request::from_parts(p, b))
+            .await
+        {
+            Ok(mut resp) => {
+                self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
+                for h in HOP_BY_HOP {
+                    resp.headers_mut().remove(h);
+                }
+                resp
+            }
+            Err(e) => {
+                self.stats.upstream_errors.fetch_add(1, Ordering::Relaxed);
+                error(StatusCode::BAD_GATEWAY, &format!("{url}: {e}"))
+            }
+        }
+    }
+}
