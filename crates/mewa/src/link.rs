@@ -16,8 +16,6 @@ use mewa_link::core::{
 };
 use mewa_link::runtime::{self, LinkOptions, Topology};
 
-use crate::linkplot;
-
 const EXAMPLES: &str = "\
 Examples:
   mewa link --delay 20ms -- sh -c 'ping -c 3 $MEWA_LINK_GATEWAY'
@@ -142,7 +140,8 @@ pub fn run(cmd: LinkCmd) -> anyhow::Result<ExitCode> {
     match cmd.sub {
         Some(LinkSub::Plot { log, out }) => {
             let out = out.unwrap_or_else(|| log.with_extension("svg"));
-            linkplot::plot_log(&log, &out)?;
+            print!("{}", mewa_lab::report::linklog::plot_log(&log, &out)?);
+            eprintln!("wrote {}", out.display());
             Ok(ExitCode::SUCCESS)
         }
         None => shell(cmd.link),

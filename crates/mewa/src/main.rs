@@ -9,7 +9,6 @@ mod edge;
 mod hint;
 mod lab;
 mod link;
-mod linkplot;
 mod model;
 mod origin;
 mod output;

@@ -6,6 +6,7 @@
 //! provenance file and the file writing live here once, so a new experiment
 //! only says which tables, plots and prose it has.
 
+pub mod linklog;
 pub mod plot;
 pub mod table;
 
@@ -30,6 +31,14 @@ pub enum ReportError {
     /// A plot had no finite point (every load failed, or no sample).
     #[error("{0}: nothing to plot (no finite sample)")]
     NothingToPlot(PathBuf),
+    /// An input file (a link event log) is not what it should be.
+    #[error("{path}: {message}")]
+    Input {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
     /// A file of the result folder could not be written.
     #[error("writing {path}: {source} (is the disk full or the folder read-only?)")]
     Io {

@@ -1,13 +1,14 @@
 //! `mewa link plot LOG`: throughput, capacity and delay over time from a
-//! link event log, as one SVG with two panels, and a summary on stdout.
+//! link event log, as one SVG with two panels, and a text summary.
 
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::Context;
 use mewa_link::core::EventKind;
 use mewa_link::eventlog::EventLog;
 use plotters::prelude::*;
+
+use super::ReportError;
 
 /// Reads one figure of a bin, where the bin has it.
 type BinDelay = fn(&Bin) -> Option<f64>;
@@ -72,31 +73,39 @@ pub fn bins(log: &EventLog, width: Duration) -> Vec<Bin> {
 }
 
 /// A bin width giving about 200 bins: a multiple of 10 ms, 10 ms to 1 s.
-fn auto_width(log: &EventLog) -> Duration {
+pub fn auto_width(log: &EventLog) -> Duration {
     let end = log.events.iter().map(|e| e.at).max().unwrap_or_default();
     let ms = (end.as_millis() as u64 / 200).clamp(10, 1000);
     Duration::from_millis(ms.div_ceil(10) * 10)
 }
 
-/// Reads `log`, prints a summary and draws `out_svg`.
-pub fn plot_log(log: &Path, out_svg: &Path) -> anyhow::Result<()> {
-    let text =
-        std::fs::read_to_string(log).with_context(|| format!("reading {}", log.display()))?;
-    let parsed = EventLog::parse(&text).with_context(|| format!("reading {}", log.display()))?;
-    anyhow::ensure!(
-        !parsed.events.is_empty(),
-        "{} has no events: was any traffic sent through the link?",
-        log.display()
-    );
+/// Reads `log`, draws `out_svg`, and returns the summary to print.
+pub fn plot_log(log: &Path, out_svg: &Path) -> Result<String, ReportError> {
+    let input = |message: String| ReportError::Input {
+        path: log.to_path_buf(),
+        message,
+    };
+    let text = std::fs::read_to_string(log).map_err(|source| ReportError::Io {
+        path: log.to_path_buf(),
+        source,
+    })?;
+    let parsed = EventLog::parse(&text).map_err(|e| input(e.to_string()))?;
+    if parsed.events.is_empty() {
+        return Err(input(
+            "no events: was any traffic sent through the link?".into(),
+        ));
+    }
     let width = auto_width(&parsed);
     let b = bins(&parsed, width);
-    print_summary(&parsed, &b);
     draw(&parsed, &b, width, out_svg)?;
-    eprintln!("wrote {}", out_svg.display());
-    Ok(())
+    Ok(summary(&parsed, &b))
 }
 
-fn print_summary(log: &EventLog, b: &[Bin]) {
+/// Delivered bytes and rate, capacity and utilisation (on a trace), delay
+/// percentiles and drops, one line each.
+pub fn summary(log: &EventLog, b: &[Bin]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
     let count = |k: EventKind| log.events.iter().filter(|e| e.kind == k).count();
     let bytes = |k: EventKind| {
         log.events
@@ -123,13 +132,15 @@ fn print_summary(log: &EventLog, b: &[Bin]) {
             .copied()
             .unwrap_or(0.0)
     };
-    println!(
+    let _ = writeln!(
+        out,
         "link      {} ({})",
         log.description,
         log.dir.map_or("?", |d| d.name())
     );
-    println!("duration  {secs:.3} s, {} bins", b.len());
-    println!(
+    let _ = writeln!(out, "duration  {secs:.3} s, {} bins", b.len());
+    let _ = writeln!(
+        out,
         "delivered {} packets, {:.3} MB, {:.2} Mbit/s",
         count(EventKind::Departure),
         delivered as f64 / 1e6,
@@ -137,30 +148,38 @@ fn print_summary(log: &EventLog, b: &[Bin]) {
     );
     if unused > 0 {
         let cap = (delivered + unused) as f64;
-        println!(
+        let _ = writeln!(
+            out,
             "capacity  {:.2} Mbit/s (trace), utilisation {:.1}%",
             cap * 8.0 / secs / 1e6,
             100.0 * delivered as f64 / cap
         );
     }
-    println!(
+    let _ = writeln!(
+        out,
         "delay     p50 {:.2} ms, p95 {:.2} ms, max {:.2} ms",
         q(0.5),
         q(0.95),
         q(1.0)
     );
-    println!(
+    let _ = writeln!(
+        out,
         "drops     {} by loss, {} by the queue",
         count(EventKind::DropLoss),
         count(EventKind::DropQueue)
     );
+    out
 }
 
 /// One named line of a panel: a value per bin, where there is one.
 type Line = (&'static str, RGBColor, BinDelay);
 
-fn draw(log: &EventLog, b: &[Bin], width: Duration, out: &Path) -> anyhow::Result<()> {
-    let e = |e: &dyn std::fmt::Display| anyhow::anyhow!("drawing {}: {e}", out.display());
+/// Draws the two panels (rates, delays) of `b` to `out`.
+pub fn draw(log: &EventLog, b: &[Bin], width: Duration, out: &Path) -> Result<(), ReportError> {
+    let e = |e: &dyn std::fmt::Display| ReportError::Plot {
+        path: out.to_path_buf(),
+        message: e.to_string(),
+    };
     let root = SVGBackend::new(out, (1000, 720)).into_drawing_area();
     root.fill(&WHITE).map_err(|x| e(&x))?;
     let (top, bottom) = root.split_vertically(380);
