@@ -29,3 +29,4 @@ pub mod meh;
 pub mod metrics;
 pub mod record;
 pub mod report;
+pub mod repro;

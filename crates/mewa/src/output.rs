@@ -2,7 +2,7 @@
 //! themselves are `mewa_lab::report::Table`).
 
 use clap::Args;
-pub use mewa_lab::report::{pct, Table};
+pub use mewa_lab::report::Table;
 
 /// Output switches every table-printing verb takes.
 #[derive(Debug, Clone, Args)]

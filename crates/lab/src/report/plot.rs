@@ -26,6 +26,7 @@ pub enum Mark {
 }
 
 /// One named series of (x, y) points.
+#[derive(Debug, Clone)]
 pub struct Series {
     /// Legend label.
     pub name: String,

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 /// A table of strings with a header row.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Table {
     /// Column titles.
     pub headers: Vec<String>,
