@@ -148,85 +148,131 @@ fn events_of<'v>(value: &'v Value, input: &str) -> Result<&'v [Value], ImportErr
     Ok(events)
 }
 
-/// [`import_cdp`] on already parsed JSON.
+/// [`import_cdp`] on already parsed JSON: the frame tree first (it needs
+/// events that come after the requests of the frames they describe), then
+/// every network event in order, then the sizes.
 pub(crate) fn import_value(value: &Value, input: &str) -> Result<ImportReport, ImportError> {
     let ctx = Ctx { input };
     let events = events_of(value, input)?;
+    let frames = FrameTree::read(events);
+    let mut log = RequestLog::default();
+    for (i, ev) in events.iter().enumerate() {
+        log.event(&ctx, &frames, i, ev)?;
+    }
+    log.into_report(input)
+}
 
-    // Pass 1: the frame tree, which needs events that come after the
-    // requests of the frames they describe.
-    let mut frame_parent: HashMap<String, Option<String>> = HashMap::new();
-    for ev in events {
-        let params = ev.get("params");
-        match ev.get("method").and_then(Value::as_str) {
-            Some("Page.frameAttached") => {
-                if let (Some(f), Some(p)) = (
-                    params.and_then(|p| str_of(p, "frameId")),
-                    params.and_then(|p| str_of(p, "parentFrameId")),
-                ) {
-                    frame_parent.insert(f.to_string(), Some(p.to_string()));
+/// Which frame is inside which, from `Page.frameAttached` and
+/// `Page.frameNavigated`, and the frame of the first document request: a
+/// request belongs to the page of its top frame.
+#[derive(Debug, Default)]
+struct FrameTree {
+    parent: HashMap<String, Option<String>>,
+    first_doc_frame: Option<String>,
+}
+
+impl FrameTree {
+    /// Pass 1 over the events.
+    fn read(events: &[Value]) -> FrameTree {
+        let mut frame_parent: HashMap<String, Option<String>> = HashMap::new();
+        for ev in events {
+            let params = ev.get("params");
+            match ev.get("method").and_then(Value::as_str) {
+                Some("Page.frameAttached") => {
+                    if let (Some(f), Some(p)) = (
+                        params.and_then(|p| str_of(p, "frameId")),
+                        params.and_then(|p| str_of(p, "parentFrameId")),
+                    ) {
+                        frame_parent.insert(f.to_string(), Some(p.to_string()));
+                    }
                 }
-            }
-            Some("Page.frameNavigated") => {
-                if let Some(frame) = params.and_then(|p| p.get("frame")) {
-                    if let Some(id) = str_of(frame, "id") {
-                        match str_of(frame, "parentId") {
-                            Some(p) => {
-                                frame_parent.insert(id.to_string(), Some(p.to_string()));
-                            }
-                            None => {
-                                frame_parent.entry(id.to_string()).or_insert(None);
+                Some("Page.frameNavigated") => {
+                    if let Some(frame) = params.and_then(|p| p.get("frame")) {
+                        if let Some(id) = str_of(frame, "id") {
+                            match str_of(frame, "parentId") {
+                                Some(p) => {
+                                    frame_parent.insert(id.to_string(), Some(p.to_string()));
+                                }
+                                None => {
+                                    frame_parent.entry(id.to_string()).or_insert(None);
+                                }
                             }
                         }
                     }
                 }
+                _ => {}
             }
-            _ => {}
+        }
+        let first_doc_frame: Option<String> = events.iter().find_map(|ev| {
+            let p = ev.get("params")?;
+            if ev.get("method").and_then(Value::as_str) == Some("Network.requestWillBeSent")
+                && str_of(p, "type") == Some("Document")
+            {
+                str_of(p, "frameId").map(str::to_string)
+            } else {
+                None
+            }
+        });
+        FrameTree {
+            parent: frame_parent,
+            first_doc_frame,
         }
     }
-    let first_doc_frame: Option<String> = events.iter().find_map(|ev| {
-        let p = ev.get("params")?;
-        if ev.get("method").and_then(Value::as_str) == Some("Network.requestWillBeSent")
-            && str_of(p, "type") == Some("Document")
-        {
-            str_of(p, "frameId").map(str::to_string)
-        } else {
-            None
-        }
-    });
-    let top_of = |frame: &str| -> String {
+
+    /// The top frame above `frame` (at most 64 levels up: a cycle in a
+    /// hostile log must not loop).
+    fn top_of(&self, frame: &str) -> String {
         let mut f = frame;
         for _ in 0..64 {
-            match frame_parent.get(f) {
+            match self.parent.get(f) {
                 Some(Some(p)) => f = p,
                 _ => break,
             }
         }
         f.to_string()
-    };
-    let is_top = |frame: Option<&str>| -> bool {
+    }
+
+    /// Whether `frame` is a top frame (no frame id: only when no document
+    /// request names one).
+    fn is_top(&self, frame: Option<&str>) -> bool {
         match frame {
-            None => first_doc_frame.is_none(),
-            Some(f) => match frame_parent.get(f) {
+            None => self.first_doc_frame.is_none(),
+            Some(f) => match self.parent.get(f) {
                 Some(None) => true,
                 Some(Some(_)) => false,
-                None => first_doc_frame.as_deref() == Some(f),
+                None => self.first_doc_frame.as_deref() == Some(f),
             },
         }
-    };
+    }
+}
 
-    // Pass 2: requests and their lifecycle.
-    let mut pages: Vec<PageB> = Vec::new();
-    // Latest page of each top frame.
-    let mut page_of_top: HashMap<String, usize> = HashMap::new();
-    let mut hops: Vec<Hop> = Vec::new();
-    let mut current: HashMap<String, usize> = HashMap::new();
-    let mut skipped_ids: HashSet<String> = HashSet::new();
-    let mut extra: HashMap<String, Vec<Option<u64>>> = HashMap::new();
-    let mut skipped = 0usize;
-    let mut orphan_events = 0usize;
+/// Pass 2's state: the pages and request hops built so far, by request id.
+#[derive(Debug, Default)]
+struct RequestLog {
+    pages: Vec<PageB>,
+    /// Latest page of each top frame.
+    page_of_top: HashMap<String, usize>,
+    hops: Vec<Hop>,
+    /// The open hop of each request id.
+    current: HashMap<String, usize>,
+    /// Request ids of skipped (non-network) requests.
+    skipped_ids: HashSet<String>,
+    /// `headersText` lengths of `responseReceivedExtraInfo`, per request id,
+    /// in arrival order (matched to hops by position in the chain).
+    extra: HashMap<String, Vec<Option<u64>>>,
+    skipped: usize,
+    orphan_events: usize,
+}
 
-    for (i, ev) in events.iter().enumerate() {
+impl RequestLog {
+    /// One event of the log, in order.
+    fn event(
+        &mut self,
+        ctx: &Ctx<'_>,
+        frames: &FrameTree,
+        i: usize,
+        ev: &Value,
+    ) -> Result<(), ImportError> {
         if !ev.is_object() {
             return Err(ctx.bad(
                 i,
@@ -256,7 +302,7 @@ pub(crate) fn import_value(value: &Value, input: &str) -> Result<ImportReport, I
                 | "Network.requestServedFromCache"
         );
         if !wanted {
-            continue;
+            return Ok(());
         }
         let params = match ev.get("params") {
             Some(p @ Value::Object(_)) => p,
@@ -283,180 +329,26 @@ pub(crate) fn import_value(value: &Value, input: &str) -> Result<ImportReport, I
         };
 
         if method == "Network.requestWillBeSent" {
-            let request = match params.get("request") {
-                Some(r @ Value::Object(_)) => r,
-                Some(other) => {
-                    return Err(ctx.bad(
-                        i,
-                        format!("[{i}].params.request"),
-                        format!("should be an object, found {}", type_name(other)),
-                    ))
-                }
-                None => return Err(ctx.missing(i, format!("[{i}].params.request"))),
-            };
-            let url = match request.get("url") {
-                Some(Value::String(s)) if !s.trim().is_empty() => {
-                    strip_fragment(s.trim()).to_string()
-                }
-                Some(Value::String(_)) => {
-                    return Err(ctx.bad(i, format!("[{i}].params.request.url"), "is empty"))
-                }
-                Some(other) => {
-                    return Err(ctx.bad(
-                        i,
-                        format!("[{i}].params.request.url"),
-                        format!("should be a string, found {}", type_name(other)),
-                    ))
-                }
-                None => return Err(ctx.missing(i, format!("[{i}].params.request.url"))),
-            };
-            let redirect = match params.get("redirectResponse") {
-                None | Some(Value::Null) => None,
-                Some(r @ Value::Object(_)) => Some(resp_info(&ctx, i, "redirectResponse", r)?),
-                Some(other) => {
-                    return Err(ctx.bad(
-                        i,
-                        format!("[{i}].params.redirectResponse"),
-                        format!("should be an object, found {}", type_name(other)),
-                    ))
-                }
-            };
-            // Close the previous hop of a redirect chain.
-            let mut prev: Option<usize> = None;
-            if let Some(info) = &redirect {
-                if let Some(&h) = current.get(&rid) {
-                    if let Some(hop) = hops.get_mut(h) {
-                        hop.total = info.edl;
-                        hop.finished = true;
-                        hop.is_redirect_hop_closed = true;
-                        hop.resp_edl = info.edl;
-                        hop.headers_text_len = info.headers_text_len;
-                        hop.header_estimate = info.estimate;
-                        hop.from_cache |= info.from_cache;
-                        if let Some(o) = pages
-                            .get_mut(hop.page)
-                            .and_then(|p| p.objects.get_mut(hop.obj))
-                        {
-                            o.content_type = info.mime.clone();
-                            o.last_modified = info.last_modified.clone();
-                            o.etag = info.etag.clone();
-                        }
-                    }
-                    prev = Some(h);
-                }
-            }
-            if !is_network_url(&url) {
-                skipped += 1;
-                skipped_ids.insert(rid.clone());
-                current.remove(&rid);
-                continue;
-            }
-            skipped_ids.remove(&rid);
-            let frame = str_of(params, "frameId");
-            let is_nav = prev.is_none()
-                && redirect.is_none()
-                && str_of(params, "type") == Some("Document")
-                && is_top(frame);
-
-            let (page_idx, discovery, parent) = if is_nav {
-                let top = frame.map(&top_of);
-                if let Some(t) = &top {
-                    page_of_top.insert(t.clone(), pages.len());
-                }
-                pages.push(PageB {
-                    url: url.clone(),
-                    objects: Vec::new(),
-                    by_url: UrlIndex::default(),
-                });
-                (pages.len() - 1, Discovery::Document, None)
-            } else if let Some(prev_hop) = prev.and_then(|h| hops.get(h)) {
-                (prev_hop.page, Discovery::Other, Some(prev_hop.obj))
-            } else {
-                let top = frame.map(&top_of);
-                let page_idx = match top.as_ref().and_then(|t| page_of_top.get(t)) {
-                    Some(&p) => p,
-                    None if !pages.is_empty() => pages.len() - 1,
-                    None => {
-                        let doc_url = str_of(params, "documentURL")
-                            .map(|d| strip_fragment(d).to_string())
-                            .filter(|d| is_network_url(d))
-                            .unwrap_or_else(|| url.clone());
-                        if let Some(t) = &top {
-                            page_of_top.insert(t.clone(), pages.len());
-                        }
-                        pages.push(PageB {
-                            url: doc_url,
-                            objects: Vec::new(),
-                            by_url: UrlIndex::default(),
-                        });
-                        pages.len() - 1
-                    }
-                };
-                let initiator = params.get("initiator");
-                let init_type = initiator.and_then(|x| str_of(x, "type"));
-                let init_url = initiator.and_then(|x| {
-                    str_of(x, "url")
-                        .filter(|u| !u.is_empty())
-                        .map(str::to_string)
-                        .or_else(|| x.get("stack").and_then(stack_url))
-                });
-                let parent = match (init_url, pages.get(page_idx)) {
-                    (Some(u), Some(p)) => p.by_url.latest(&u),
-                    _ => None,
-                };
-                (page_idx, discovery_of(init_type), parent)
-            };
-            let Some(page) = pages.get_mut(page_idx) else {
-                continue;
-            };
-            let host = host_of(&url).unwrap_or_default();
-            page.by_url.insert(&url, page.objects.len());
-            page.objects.push(ObjectMeta {
-                url,
-                host,
-                size: None,
-                content_type: None,
-                last_modified: None,
-                etag: None,
-                discovery,
-                parent,
-            });
-            let hop_no = prev.and_then(|h| hops.get(h)).map_or(0, |h| h.hop_no + 1);
-            hops.push(Hop {
-                page: page_idx,
-                obj: page.objects.len() - 1,
-                event_index: i,
-                request_id: rid.clone(),
-                hop_no,
-                resp_edl: None,
-                headers_text_len: None,
-                header_estimate: 0,
-                total: None,
-                finished: false,
-                data_sum: None,
-                failed: None,
-                from_cache: false,
-                is_redirect_hop_closed: false,
-            });
-            current.insert(rid, hops.len() - 1);
-            continue;
+            return self.request_will_be_sent(ctx, frames, i, params, rid);
         }
 
         if method == "Network.responseReceivedExtraInfo" {
             // May come before or after responseReceived; matched by position
             // in the chain when sizes are computed.
             let len = str_of(params, "headersText").map(|t| t.len() as u64);
-            extra.entry(rid).or_default().push(len);
-            continue;
+            self.extra.entry(rid).or_default().push(len);
+            return Ok(());
         }
 
-        let Some(&h) = current.get(&rid) else {
-            if !skipped_ids.contains(&rid) {
-                orphan_events += 1;
+        let Some(&h) = self.current.get(&rid) else {
+            if !self.skipped_ids.contains(&rid) {
+                self.orphan_events += 1;
             }
-            continue;
+            return Ok(());
         };
-        let Some(hop) = hops.get_mut(h) else { continue };
+        let Some(hop) = self.hops.get_mut(h) else {
+            return Ok(());
+        };
         match method {
             "Network.responseReceived" => {
                 let response = match params.get("response") {
@@ -470,12 +362,13 @@ pub(crate) fn import_value(value: &Value, input: &str) -> Result<ImportReport, I
                     }
                     None => return Err(ctx.missing(i, format!("[{i}].params.response"))),
                 };
-                let info = resp_info(&ctx, i, "response", response)?;
+                let info = resp_info(ctx, i, "response", response)?;
                 hop.resp_edl = info.edl;
                 hop.headers_text_len = info.headers_text_len;
                 hop.header_estimate = info.estimate;
                 hop.from_cache |= info.from_cache;
-                if let Some(o) = pages
+                if let Some(o) = self
+                    .pages
                     .get_mut(hop.page)
                     .and_then(|p| p.objects.get_mut(hop.obj))
                 {
@@ -514,101 +407,278 @@ pub(crate) fn import_value(value: &Value, input: &str) -> Result<ImportReport, I
             "Network.requestServedFromCache" => hop.from_cache = true,
             _ => {}
         }
+        Ok(())
     }
 
-    if pages.is_empty() {
-        return Err(ImportError::Empty {
-            input: input.to_string(),
-            reason: "no Network.requestWillBeSent for an http(s) URL".to_string(),
-        });
-    }
-
-    // Sizes.
-    let mut report = ImportReport {
-        skipped,
-        ..ImportReport::default()
-    };
-    let mut tallies: Vec<Tally> = pages.iter().map(|_| Tally::default()).collect();
-    for hop in &hops {
-        let headers_text = hop.headers_text_len.filter(|l| *l > 0).or_else(|| {
-            extra
-                .get(&hop.request_id)
-                .and_then(|v| v.get(hop.hop_no))
-                .copied()
-                .flatten()
-                .filter(|l| *l > 0)
-        });
-        let outcome: Result<(u64, SizeBasis), String> = if let Some(reason) = &hop.failed {
-            Err(reason.clone())
-        } else if !hop.finished {
-            Err("no Network.loadingFinished (unfinished when the log ended)".to_string())
-        } else {
-            match hop.total {
-                Some(total) => body_size(total, hop.resp_edl, headers_text, hop.header_estimate)
-                    .ok_or_else(|| format!("negative encodedDataLength {total}")),
-                None => match hop.data_sum {
-                    Some(sum) if !hop.is_redirect_hop_closed => {
-                        Ok((sum.max(0) as u64, SizeBasis::CdpDataReceivedSum))
+    /// A request (or the next hop of a redirect chain): which page it
+    /// belongs to, how it was discovered and by which object.
+    fn request_will_be_sent(
+        &mut self,
+        ctx: &Ctx<'_>,
+        frames: &FrameTree,
+        i: usize,
+        params: &Value,
+        rid: String,
+    ) -> Result<(), ImportError> {
+        let request = match params.get("request") {
+            Some(r @ Value::Object(_)) => r,
+            Some(other) => {
+                return Err(ctx.bad(
+                    i,
+                    format!("[{i}].params.request"),
+                    format!("should be an object, found {}", type_name(other)),
+                ))
+            }
+            None => return Err(ctx.missing(i, format!("[{i}].params.request"))),
+        };
+        let url = match request.get("url") {
+            Some(Value::String(s)) if !s.trim().is_empty() => strip_fragment(s.trim()).to_string(),
+            Some(Value::String(_)) => {
+                return Err(ctx.bad(i, format!("[{i}].params.request.url"), "is empty"))
+            }
+            Some(other) => {
+                return Err(ctx.bad(
+                    i,
+                    format!("[{i}].params.request.url"),
+                    format!("should be a string, found {}", type_name(other)),
+                ))
+            }
+            None => return Err(ctx.missing(i, format!("[{i}].params.request.url"))),
+        };
+        let redirect = match params.get("redirectResponse") {
+            None | Some(Value::Null) => None,
+            Some(r @ Value::Object(_)) => Some(resp_info(ctx, i, "redirectResponse", r)?),
+            Some(other) => {
+                return Err(ctx.bad(
+                    i,
+                    format!("[{i}].params.redirectResponse"),
+                    format!("should be an object, found {}", type_name(other)),
+                ))
+            }
+        };
+        // Close the previous hop of a redirect chain.
+        let mut prev: Option<usize> = None;
+        if let Some(info) = &redirect {
+            if let Some(&h) = self.current.get(&rid) {
+                if let Some(hop) = self.hops.get_mut(h) {
+                    hop.total = info.edl;
+                    hop.finished = true;
+                    hop.is_redirect_hop_closed = true;
+                    hop.resp_edl = info.edl;
+                    hop.headers_text_len = info.headers_text_len;
+                    hop.header_estimate = info.estimate;
+                    hop.from_cache |= info.from_cache;
+                    if let Some(o) = self
+                        .pages
+                        .get_mut(hop.page)
+                        .and_then(|p| p.objects.get_mut(hop.obj))
+                    {
+                        o.content_type = info.mime.clone();
+                        o.last_modified = info.last_modified.clone();
+                        o.etag = info.etag.clone();
                     }
-                    _ => Err("no encodedDataLength recorded".to_string()),
-                },
-            }
-        };
-        let Some(page) = pages.get_mut(hop.page) else {
-            continue;
-        };
-        let page_url = page.url.clone();
-        let Some(obj) = page.objects.get_mut(hop.obj) else {
-            continue;
-        };
-        match outcome {
-            Ok((size, basis)) => {
-                obj.size = Some(size);
-                if let Some(t) = tallies.get_mut(hop.page) {
-                    t.add(if hop.from_cache {
-                        SizeBasis::CacheHit
-                    } else {
-                        basis
-                    });
                 }
+                prev = Some(h);
             }
-            Err(reason) => report.missing_sizes.push(MissingSize {
-                page_url,
-                object_url: obj.url.clone(),
-                entry_index: hop.event_index,
-                reason,
-            }),
         }
+        if !is_network_url(&url) {
+            self.skipped += 1;
+            self.skipped_ids.insert(rid.clone());
+            self.current.remove(&rid);
+            return Ok(());
+        }
+        self.skipped_ids.remove(&rid);
+        let frame = str_of(params, "frameId");
+        let is_nav = prev.is_none()
+            && redirect.is_none()
+            && str_of(params, "type") == Some("Document")
+            && frames.is_top(frame);
+
+        let (page_idx, discovery, parent) = if is_nav {
+            let top = frame.map(|f| frames.top_of(f));
+            if let Some(t) = &top {
+                self.page_of_top.insert(t.clone(), self.pages.len());
+            }
+            self.pages.push(PageB {
+                url: url.clone(),
+                objects: Vec::new(),
+                by_url: UrlIndex::default(),
+            });
+            (self.pages.len() - 1, Discovery::Document, None)
+        } else if let Some(prev_hop) = prev.and_then(|h| self.hops.get(h)) {
+            (prev_hop.page, Discovery::Other, Some(prev_hop.obj))
+        } else {
+            let top = frame.map(|f| frames.top_of(f));
+            let page_idx = match top.as_ref().and_then(|t| self.page_of_top.get(t)) {
+                Some(&p) => p,
+                None if !self.pages.is_empty() => self.pages.len() - 1,
+                None => {
+                    let doc_url = str_of(params, "documentURL")
+                        .map(|d| strip_fragment(d).to_string())
+                        .filter(|d| is_network_url(d))
+                        .unwrap_or_else(|| url.clone());
+                    if let Some(t) = &top {
+                        self.page_of_top.insert(t.clone(), self.pages.len());
+                    }
+                    self.pages.push(PageB {
+                        url: doc_url,
+                        objects: Vec::new(),
+                        by_url: UrlIndex::default(),
+                    });
+                    self.pages.len() - 1
+                }
+            };
+            let initiator = params.get("initiator");
+            let init_type = initiator.and_then(|x| str_of(x, "type"));
+            let init_url = initiator.and_then(|x| {
+                str_of(x, "url")
+                    .filter(|u| !u.is_empty())
+                    .map(str::to_string)
+                    .or_else(|| x.get("stack").and_then(stack_url))
+            });
+            let parent = match (init_url, self.pages.get(page_idx)) {
+                (Some(u), Some(p)) => p.by_url.latest(&u),
+                _ => None,
+            };
+            (page_idx, discovery_of(init_type), parent)
+        };
+        let Some(page) = self.pages.get_mut(page_idx) else {
+            return Ok(());
+        };
+        let host = host_of(&url).unwrap_or_default();
+        page.by_url.insert(&url, page.objects.len());
+        page.objects.push(ObjectMeta {
+            url,
+            host,
+            size: None,
+            content_type: None,
+            last_modified: None,
+            etag: None,
+            discovery,
+            parent,
+        });
+        let hop_no = prev
+            .and_then(|h| self.hops.get(h))
+            .map_or(0, |h| h.hop_no + 1);
+        self.hops.push(Hop {
+            page: page_idx,
+            obj: page.objects.len() - 1,
+            event_index: i,
+            request_id: rid.clone(),
+            hop_no,
+            resp_edl: None,
+            headers_text_len: None,
+            header_estimate: 0,
+            total: None,
+            finished: false,
+            data_sum: None,
+            failed: None,
+            from_cache: false,
+            is_redirect_hop_closed: false,
+        });
+        self.current.insert(rid, self.hops.len() - 1);
+        Ok(())
     }
-    for (n, (page, tally)) in pages.into_iter().zip(tallies).enumerate() {
-        report
-            .notes
-            .extend(tally.notes(&format!("page {} ({})", n + 1, page.url)));
-        if page.objects.is_empty() {
-            return Err(ImportError::EmptyPage {
+
+    /// Pass 3: every hop's body size by the rule of [`import_cdp`], the
+    /// pages, and the notes.
+    fn into_report(mut self, input: &str) -> Result<ImportReport, ImportError> {
+        if self.pages.is_empty() {
+            return Err(ImportError::Empty {
                 input: input.to_string(),
-                page: page.url,
+                reason: "no Network.requestWillBeSent for an http(s) URL".to_string(),
             });
         }
-        report.pages.push(PageMeta {
-            url: page.url,
-            objects: page.objects,
-            computation_ms: None,
-        });
+        let mut report = ImportReport {
+            skipped: self.skipped,
+            ..ImportReport::default()
+        };
+        let mut tallies: Vec<Tally> = self.pages.iter().map(|_| Tally::default()).collect();
+        for hop in &self.hops {
+            let headers_text = hop.headers_text_len.filter(|l| *l > 0).or_else(|| {
+                self.extra
+                    .get(&hop.request_id)
+                    .and_then(|v| v.get(hop.hop_no))
+                    .copied()
+                    .flatten()
+                    .filter(|l| *l > 0)
+            });
+            let outcome: Result<(u64, SizeBasis), String> = if let Some(reason) = &hop.failed {
+                Err(reason.clone())
+            } else if !hop.finished {
+                Err("no Network.loadingFinished (unfinished when the log ended)".to_string())
+            } else {
+                match hop.total {
+                    Some(total) => {
+                        body_size(total, hop.resp_edl, headers_text, hop.header_estimate)
+                            .ok_or_else(|| format!("negative encodedDataLength {total}"))
+                    }
+                    None => match hop.data_sum {
+                        Some(sum) if !hop.is_redirect_hop_closed => {
+                            Ok((sum.max(0) as u64, SizeBasis::CdpDataReceivedSum))
+                        }
+                        _ => Err("no encodedDataLength recorded".to_string()),
+                    },
+                }
+            };
+            let Some(page) = self.pages.get_mut(hop.page) else {
+                continue;
+            };
+            let page_url = page.url.clone();
+            let Some(obj) = page.objects.get_mut(hop.obj) else {
+                continue;
+            };
+            match outcome {
+                Ok((size, basis)) => {
+                    obj.size = Some(size);
+                    if let Some(t) = tallies.get_mut(hop.page) {
+                        t.add(if hop.from_cache {
+                            SizeBasis::CacheHit
+                        } else {
+                            basis
+                        });
+                    }
+                }
+                Err(reason) => report.missing_sizes.push(MissingSize {
+                    page_url,
+                    object_url: obj.url.clone(),
+                    entry_index: hop.event_index,
+                    reason,
+                }),
+            }
+        }
+        for (n, (page, tally)) in self.pages.into_iter().zip(tallies).enumerate() {
+            report
+                .notes
+                .extend(tally.notes(&format!("page {} ({})", n + 1, page.url)));
+            if page.objects.is_empty() {
+                return Err(ImportError::EmptyPage {
+                    input: input.to_string(),
+                    page: page.url,
+                });
+            }
+            report.pages.push(PageMeta {
+                url: page.url,
+                objects: page.objects,
+                computation_ms: None,
+            });
+        }
+        if self.skipped > 0 {
+            report.notes.push(format!(
+                "{input}: {} non-network request{} (data:, blob:, …) skipped",
+                self.skipped,
+                if self.skipped == 1 { "" } else { "s" }
+            ));
+        }
+        if self.orphan_events > 0 {
+            report.notes.push(format!(
+                "{input}: {} network event{} for requests without Network.requestWillBeSent ignored",
+                self.orphan_events,
+                if self.orphan_events == 1 { "" } else { "s" }
+            ));
+        }
+        Ok(report)
     }
-    if skipped > 0 {
-        report.notes.push(format!(
-            "{input}: {skipped} non-network request{} (data:, blob:, …) skipped",
-            if skipped == 1 { "" } else { "s" }
-        ));
-    }
-    if orphan_events > 0 {
-        report.notes.push(format!(
-            "{input}: {orphan_events} network event{} for requests without Network.requestWillBeSent ignored",
-            if orphan_events == 1 { "" } else { "s" }
-        ));
-    }
-    Ok(report)
 }
 
 /// The body-size rule documented on [`import_cdp`].
