@@ -111,8 +111,9 @@ struct LoadMark {
 /// Task intervals of one thread, `(start, end)` in µs.
 type Intervals = Vec<(f64, f64)>;
 
-fn summarize(value: &Value, input: &str) -> Result<TraceSummary, ImportError> {
-    let ctx = Ctx { input };
+/// The trace's events: a bare array, or `traceEvents` of an object; an
+/// empty trace is an error.
+fn trace_events<'v>(value: &'v Value, input: &str) -> Result<&'v [Value], ImportError> {
     let events: &[Value] = match value {
         Value::Array(a) => a,
         Value::Object(m) => match m.get("traceEvents") {
@@ -139,216 +140,287 @@ fn summarize(value: &Value, input: &str) -> Result<TraceSummary, ImportError> {
         });
     }
 
-    let mut thread_names: HashMap<(i64, i64), String> = HashMap::new();
-    let mut main_frame: Option<String> = None;
-    let mut navs: Vec<Nav> = Vec::new();
-    let mut marks: Vec<LoadMark> = Vec::new();
-    let mut tasks: HashMap<(i64, i64), Intervals> = HashMap::new();
-    // Open B events per thread: (is a task, ts).
-    let mut open: HashMap<(i64, i64), Vec<(bool, f64)>> = HashMap::new();
-    let (mut first_ts, mut last_ts) = (f64::INFINITY, f64::NEG_INFINITY);
+    Ok(events)
+}
 
-    for (i, ev) in events.iter().enumerate() {
-        if !ev.is_object() {
-            return Err(ctx.bad(
-                i,
-                format!("traceEvents[{i}]"),
-                format!("should be an object, found {}", type_name(ev)),
-            ));
-        }
-        let ph = str_of(ev, "ph").unwrap_or("");
-        let name = str_of(ev, "name").unwrap_or("");
-        let is_task = TASK_NAMES.contains(&name);
-        // Timing fields must be numbers on the events the rule uses; on any
-        // other event a malformed field is ignored.
-        let relevant = is_task || matches!(name, "navigationStart" | "loadEventEnd" | "MarkLoad");
-        let field_num = |key: &str| -> Result<Option<f64>, ImportError> {
-            match ev.get(key) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::Number(n)) => Ok(n.as_f64()),
-                Some(other) if relevant => Err(ctx.bad(
+/// What one pass over the events collects: thread names, the main frame,
+/// navigations, load marks, and every thread's task intervals.
+#[derive(Debug)]
+struct TraceScan {
+    thread_names: HashMap<(i64, i64), String>,
+    main_frame: Option<String>,
+    navs: Vec<Nav>,
+    marks: Vec<LoadMark>,
+    tasks: HashMap<(i64, i64), Intervals>,
+    first_ts: f64,
+    last_ts: f64,
+}
+
+impl TraceScan {
+    /// The pass over `events` (timing fields of the events the rule uses
+    /// must be numbers).
+    fn read(ctx: &Ctx<'_>, events: &[Value]) -> Result<TraceScan, ImportError> {
+        let mut thread_names: HashMap<(i64, i64), String> = HashMap::new();
+        let mut main_frame: Option<String> = None;
+        let mut navs: Vec<Nav> = Vec::new();
+        let mut marks: Vec<LoadMark> = Vec::new();
+        let mut tasks: HashMap<(i64, i64), Intervals> = HashMap::new();
+        // Open B events per thread: (is a task, ts).
+        let mut open: HashMap<(i64, i64), Vec<(bool, f64)>> = HashMap::new();
+        let (mut first_ts, mut last_ts) = (f64::INFINITY, f64::NEG_INFINITY);
+
+        for (i, ev) in events.iter().enumerate() {
+            if !ev.is_object() {
+                return Err(ctx.bad(
                     i,
-                    format!("traceEvents[{i}].{key}"),
-                    format!("should be a number, found {}", type_name(other)),
-                )),
-                Some(_) => Ok(None),
-            }
-        };
-        let ts = field_num("ts")?;
-        let dur = field_num("dur")?;
-        let pid = num(ev.get("pid")).ok().flatten().unwrap_or(0);
-        let tid = num(ev.get("tid")).ok().flatten().unwrap_or(0);
-        if let Some(t) = ts.filter(|t| *t > 0.0) {
-            first_ts = first_ts.min(t);
-            last_ts = last_ts.max(t + dur.unwrap_or(0.0).max(0.0));
-        }
-        let args = ev.get("args");
-        let data = args.and_then(|a| a.get("data"));
-
-        match (ph, name) {
-            ("M", "thread_name") => {
-                if let Some(n) = args.and_then(|a| str_of(a, "name")) {
-                    thread_names.insert((pid, tid), n.to_string());
-                }
-            }
-            (_, "TracingStartedInBrowser") if main_frame.is_none() => {
-                main_frame = data
-                    .and_then(|d| d.get("frames"))
-                    .and_then(Value::as_array)
-                    .and_then(|frames| {
-                        frames.iter().find(|f| {
-                            f.get("parent").is_none()
-                                && f.get("isOutermostMainFrame").and_then(Value::as_bool)
-                                    != Some(false)
-                        })
-                    })
-                    .and_then(|f| str_of(f, "frame"))
-                    .map(str::to_string);
-            }
-            (_, "TracingStartedInPage") if main_frame.is_none() => {
-                main_frame = data.and_then(|d| str_of(d, "page")).map(str::to_string);
-            }
-            (_, "navigationStart") => {
-                if let Some(ts) = ts {
-                    navs.push(Nav {
-                        pid,
-                        tid,
-                        ts,
-                        frame: args.and_then(|a| str_of(a, "frame")).map(str::to_string),
-                        url: data
-                            .and_then(|d| str_of(d, "documentLoaderURL"))
-                            .map(str::to_string),
-                        main_frame_flag: data
-                            .and_then(|d| d.get("isLoadingMainFrame"))
-                            .and_then(Value::as_bool),
-                    });
-                }
-            }
-            (_, "loadEventEnd") | (_, "MarkLoad") => {
-                if let Some(ts) = ts {
-                    let frame = args
-                        .and_then(|a| str_of(a, "frame"))
-                        .or_else(|| data.and_then(|d| str_of(d, "frame")));
-                    marks.push(LoadMark {
-                        ts,
-                        frame: frame.map(str::to_string),
-                        is_mark_load: name == "MarkLoad",
-                    });
-                }
-            }
-            ("X", _) if is_task => {
-                if let (Some(ts), Some(dur)) = (ts, dur) {
-                    if dur >= 0.0 {
-                        tasks.entry((pid, tid)).or_default().push((ts, ts + dur));
-                    }
-                }
-            }
-            ("B", _) => {
-                if let Some(ts) = ts {
-                    open.entry((pid, tid)).or_default().push((is_task, ts));
-                }
-            }
-            ("E", _) => {
-                if let (Some(ts), Some((was_task, start))) =
-                    (ts, open.get_mut(&(pid, tid)).and_then(Vec::pop))
-                {
-                    if was_task && ts >= start {
-                        tasks.entry((pid, tid)).or_default().push((start, ts));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-
-    let mut notes = Vec::new();
-    let real_url = |n: &Nav| {
-        n.url
-            .as_deref()
-            .is_some_and(|u| !u.is_empty() && u != "about:blank")
-    };
-    let nav: Option<Nav> = match &main_frame {
-        Some(mf) => navs
-            .iter()
-            .find(|n| n.frame.as_deref() == Some(mf.as_str()) && (real_url(n) || n.url.is_none())),
-        None => navs
-            .iter()
-            .find(|n| n.main_frame_flag != Some(false) && (real_url(n) || n.url.is_none())),
-    }
-    .cloned();
-
-    let is_main_thread =
-        |key: &(i64, i64)| thread_names.get(key).is_some_and(|n| n == "CrRendererMain");
-    let (pid, tid) = match &nav {
-        Some(n) => {
-            if thread_names.is_empty() || is_main_thread(&(n.pid, n.tid)) {
-                (n.pid, n.tid)
-            } else {
-                let named = thread_names
-                    .keys()
-                    .filter(|k| k.0 == n.pid && is_main_thread(k))
-                    .min()
-                    .copied();
-                named.unwrap_or((n.pid, n.tid))
-            }
-        }
-        None => {
-            notes.push(format!(
-                "{input}: no main-frame navigationStart; measured the busiest CrRendererMain thread over the whole trace"
-            ));
-            let mut candidates: Vec<(i64, i64)> = thread_names
-                .keys()
-                .filter(|k| is_main_thread(k))
-                .copied()
-                .collect();
-            candidates.sort();
-            candidates
-                .into_iter()
-                .max_by(|a, b| {
-                    let busy = |k: &(i64, i64)| {
-                        union_time(
-                            tasks.get(k).map_or(&[][..], Vec::as_slice),
-                            f64::MIN,
-                            f64::MAX,
-                        )
-                        .0
-                    };
-                    busy(a).total_cmp(&busy(b))
-                })
-                .ok_or_else(|| ImportError::NoMainThread {
-                    input: input.to_string(),
-                })?
-        }
-    };
-
-    let start = nav.as_ref().map_or(first_ts, |n| n.ts);
-    let frame = main_frame
-        .clone()
-        .or_else(|| nav.as_ref().and_then(|n| n.frame.clone()));
-    let after = |m: &&LoadMark| m.ts >= start && frame.is_some() && m.frame == frame;
-    let (end, end_marker) = match marks
-        .iter()
-        .filter(|m| !m.is_mark_load)
-        .find(after)
-        .or_else(|| marks.iter().filter(|m| m.is_mark_load).find(after))
-    {
-        Some(m) if nav.is_some() => (
-            m.ts,
-            if m.is_mark_load {
-                "MarkLoad"
-            } else {
-                "loadEventEnd"
-            },
-        ),
-        _ => {
-            if nav.is_some() {
-                notes.push(format!(
-                    "{input}: no load event for the main frame; window ends with the trace"
+                    format!("traceEvents[{i}]"),
+                    format!("should be an object, found {}", type_name(ev)),
                 ));
             }
-            (last_ts, "end of trace")
+            let ph = str_of(ev, "ph").unwrap_or("");
+            let name = str_of(ev, "name").unwrap_or("");
+            let is_task = TASK_NAMES.contains(&name);
+            // Timing fields must be numbers on the events the rule uses; on any
+            // other event a malformed field is ignored.
+            let relevant =
+                is_task || matches!(name, "navigationStart" | "loadEventEnd" | "MarkLoad");
+            let field_num = |key: &str| -> Result<Option<f64>, ImportError> {
+                match ev.get(key) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(Value::Number(n)) => Ok(n.as_f64()),
+                    Some(other) if relevant => Err(ctx.bad(
+                        i,
+                        format!("traceEvents[{i}].{key}"),
+                        format!("should be a number, found {}", type_name(other)),
+                    )),
+                    Some(_) => Ok(None),
+                }
+            };
+            let ts = field_num("ts")?;
+            let dur = field_num("dur")?;
+            let pid = num(ev.get("pid")).ok().flatten().unwrap_or(0);
+            let tid = num(ev.get("tid")).ok().flatten().unwrap_or(0);
+            if let Some(t) = ts.filter(|t| *t > 0.0) {
+                first_ts = first_ts.min(t);
+                last_ts = last_ts.max(t + dur.unwrap_or(0.0).max(0.0));
+            }
+            let args = ev.get("args");
+            let data = args.and_then(|a| a.get("data"));
+
+            match (ph, name) {
+                ("M", "thread_name") => {
+                    if let Some(n) = args.and_then(|a| str_of(a, "name")) {
+                        thread_names.insert((pid, tid), n.to_string());
+                    }
+                }
+                (_, "TracingStartedInBrowser") if main_frame.is_none() => {
+                    main_frame = data
+                        .and_then(|d| d.get("frames"))
+                        .and_then(Value::as_array)
+                        .and_then(|frames| {
+                            frames.iter().find(|f| {
+                                f.get("parent").is_none()
+                                    && f.get("isOutermostMainFrame").and_then(Value::as_bool)
+                                        != Some(false)
+                            })
+                        })
+                        .and_then(|f| str_of(f, "frame"))
+                        .map(str::to_string);
+                }
+                (_, "TracingStartedInPage") if main_frame.is_none() => {
+                    main_frame = data.and_then(|d| str_of(d, "page")).map(str::to_string);
+                }
+                (_, "navigationStart") => {
+                    if let Some(ts) = ts {
+                        navs.push(Nav {
+                            pid,
+                            tid,
+                            ts,
+                            frame: args.and_then(|a| str_of(a, "frame")).map(str::to_string),
+                            url: data
+                                .and_then(|d| str_of(d, "documentLoaderURL"))
+                                .map(str::to_string),
+                            main_frame_flag: data
+                                .and_then(|d| d.get("isLoadingMainFrame"))
+                                .and_then(Value::as_bool),
+                        });
+                    }
+                }
+                (_, "loadEventEnd") | (_, "MarkLoad") => {
+                    if let Some(ts) = ts {
+                        let frame = args
+                            .and_then(|a| str_of(a, "frame"))
+                            .or_else(|| data.and_then(|d| str_of(d, "frame")));
+                        marks.push(LoadMark {
+                            ts,
+                            frame: frame.map(str::to_string),
+                            is_mark_load: name == "MarkLoad",
+                        });
+                    }
+                }
+                ("X", _) if is_task => {
+                    if let (Some(ts), Some(dur)) = (ts, dur) {
+                        if dur >= 0.0 {
+                            tasks.entry((pid, tid)).or_default().push((ts, ts + dur));
+                        }
+                    }
+                }
+                ("B", _) => {
+                    if let Some(ts) = ts {
+                        open.entry((pid, tid)).or_default().push((is_task, ts));
+                    }
+                }
+                ("E", _) => {
+                    if let (Some(ts), Some((was_task, start))) =
+                        (ts, open.get_mut(&(pid, tid)).and_then(Vec::pop))
+                    {
+                        if was_task && ts >= start {
+                            tasks.entry((pid, tid)).or_default().push((start, ts));
+                        }
+                    }
+                }
+                _ => {}
+            }
         }
-    };
+        Ok(TraceScan {
+            thread_names,
+            main_frame,
+            navs,
+            marks,
+            tasks,
+            first_ts,
+            last_ts,
+        })
+    }
+
+    /// The main frame's navigation with a real URL (or none recorded).
+    fn navigation(&self) -> Option<Nav> {
+        let (navs, main_frame) = (&self.navs, &self.main_frame);
+        let real_url = |n: &Nav| {
+            n.url
+                .as_deref()
+                .is_some_and(|u| !u.is_empty() && u != "about:blank")
+        };
+        match &main_frame {
+            Some(mf) => navs.iter().find(|n| {
+                n.frame.as_deref() == Some(mf.as_str()) && (real_url(n) || n.url.is_none())
+            }),
+            None => navs
+                .iter()
+                .find(|n| n.main_frame_flag != Some(false) && (real_url(n) || n.url.is_none())),
+        }
+        .cloned()
+    }
+
+    /// The renderer main thread to measure: the navigation's (or the
+    /// CrRendererMain thread of its process), else the busiest
+    /// CrRendererMain thread of the trace, noted.
+    fn main_thread(
+        &self,
+        nav: &Option<Nav>,
+        input: &str,
+        notes: &mut Vec<String>,
+    ) -> Result<(i64, i64), ImportError> {
+        let (thread_names, tasks) = (&self.thread_names, &self.tasks);
+        let is_main_thread =
+            |key: &(i64, i64)| thread_names.get(key).is_some_and(|n| n == "CrRendererMain");
+        Ok(match nav {
+            Some(n) => {
+                if thread_names.is_empty() || is_main_thread(&(n.pid, n.tid)) {
+                    (n.pid, n.tid)
+                } else {
+                    let named = thread_names
+                        .keys()
+                        .filter(|k| k.0 == n.pid && is_main_thread(k))
+                        .min()
+                        .copied();
+                    named.unwrap_or((n.pid, n.tid))
+                }
+            }
+            None => {
+                notes.push(format!(
+                    "{input}: no main-frame navigationStart; measured the busiest CrRendererMain thread over the whole trace"
+                ));
+                let mut candidates: Vec<(i64, i64)> = thread_names
+                    .keys()
+                    .filter(|k| is_main_thread(k))
+                    .copied()
+                    .collect();
+                candidates.sort();
+                candidates
+                    .into_iter()
+                    .max_by(|a, b| {
+                        let busy = |k: &(i64, i64)| {
+                            union_time(
+                                tasks.get(k).map_or(&[][..], Vec::as_slice),
+                                f64::MIN,
+                                f64::MAX,
+                            )
+                            .0
+                        };
+                        busy(a).total_cmp(&busy(b))
+                    })
+                    .ok_or_else(|| ImportError::NoMainThread {
+                        input: input.to_string(),
+                    })?
+            }
+        })
+    }
+
+    /// The measured window: from the navigation (or the trace's first
+    /// event) to the main frame's load event (or MarkLoad, or the trace's
+    /// end, noted), with the marker's name.
+    fn window(
+        &self,
+        nav: &Option<Nav>,
+        input: &str,
+        notes: &mut Vec<String>,
+    ) -> (f64, f64, &'static str) {
+        let (marks, main_frame, first_ts, last_ts) =
+            (&self.marks, &self.main_frame, self.first_ts, self.last_ts);
+        let start = nav.as_ref().map_or(first_ts, |n| n.ts);
+        let frame = main_frame
+            .clone()
+            .or_else(|| nav.as_ref().and_then(|n| n.frame.clone()));
+        let after = |m: &&LoadMark| m.ts >= start && frame.is_some() && m.frame == frame;
+        let (end, end_marker) = match marks
+            .iter()
+            .filter(|m| !m.is_mark_load)
+            .find(after)
+            .or_else(|| marks.iter().filter(|m| m.is_mark_load).find(after))
+        {
+            Some(m) if nav.is_some() => (
+                m.ts,
+                if m.is_mark_load {
+                    "MarkLoad"
+                } else {
+                    "loadEventEnd"
+                },
+            ),
+            _ => {
+                if nav.is_some() {
+                    notes.push(format!(
+                        "{input}: no load event for the main frame; window ends with the trace"
+                    ));
+                }
+                (last_ts, "end of trace")
+            }
+        };
+        (start, end, end_marker)
+    }
+}
+
+/// Computation latency from a parsed trace: the main thread's task time
+/// over the page's load window.
+fn summarize(value: &Value, input: &str) -> Result<TraceSummary, ImportError> {
+    let ctx = Ctx { input };
+    let events = trace_events(value, input)?;
+    let scan = TraceScan::read(&ctx, events)?;
+    let mut notes = Vec::new();
+    let nav = scan.navigation();
+    let (pid, tid) = scan.main_thread(&nav, input, &mut notes)?;
+    let (start, end, end_marker) = scan.window(&nav, input, &mut notes);
+    let tasks = &scan.tasks;
     let (busy_us, count) = if start.is_finite() && end.is_finite() && end >= start {
         union_time(
             tasks.get(&(pid, tid)).map_or(&[][..], Vec::as_slice),
