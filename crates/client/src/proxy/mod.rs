@@ -71,7 +71,7 @@ pub struct ProxyConfig {
     /// Keep what can reveal other objects (HTML, CSS, scripts) on the
     /// connection that carried the document, whose window has grown; only
     /// the rest follows the size-balanced assignment. The extra connections
-    /// are cold when the document's children are requested (docs/LAB.md).
+    /// are cold when the document's children are requested (docs/LAB-RESULTS.md).
     pub warm_first: bool,
     /// When requests go to their connection.
     pub dispatch: Dispatch,

@@ -93,7 +93,7 @@ impl Assign for LeastOutstanding {
 /// outstanding bytes. Why: preconnected extra connections sit idle while
 /// the document loads and are still at their initial window when its
 /// children are requested; a CSS file placed on one finishes late and
-/// delays everything it reveals (docs/LAB.md).
+/// delays everything it reveals (docs/LAB-RESULTS.md).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct WarmFirst;
 
@@ -195,7 +195,7 @@ pub struct LoadOptions {
     /// one has filled can leave slow start early (Cubic's HyStart reads the
     /// queue as congestion) and then carries its share at a fraction of the
     /// link while the other sits idle. Holding leaves back lets the faster
-    /// connection take more (docs/LAB.md "Pull dispatch"). Objects that
+    /// connection take more (docs/LAB-RESULTS.md "Pull dispatch"). Objects that
     /// reveal others (HTML, CSS, scripts) are never held.
     pub pull_budget: Option<u64>,
     /// With [`LoadOptions::pull_budget`]: a connection's budget grows to

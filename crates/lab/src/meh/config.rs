@@ -18,7 +18,7 @@ pub enum Policy {
     Hint,
     /// Objects that reveal others (HTML, CSS, scripts) stay on the
     /// connection that carried the document, whose window has grown; the
-    /// leaves follow the hint's assignment (docs/LAB.md explains why).
+    /// leaves follow the hint's assignment (docs/LAB-RESULTS.md explains why).
     WarmFirst,
 }
 
