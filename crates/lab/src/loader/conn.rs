@@ -94,25 +94,106 @@ pub(crate) struct Target<'a> {
     pub quic: Option<&'a quinn::Endpoint>,
 }
 
+/// Why a connection could not be opened; the text goes into the load
+/// record beside the connection and every object that waited for it.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// TCP connect failed.
+    #[error("connect {addr}: {source}")]
+    Connect {
+        /// The origin's address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The host is not a valid TLS server name.
+    #[error("server name `{host}`: {message}")]
+    ServerName {
+        /// The host.
+        host: String,
+        /// rustls' reason.
+        message: String,
+    },
+    /// The TLS handshake failed.
+    #[error("TLS handshake with {host} ({addr}): {source}")]
+    Tls {
+        /// The host.
+        host: String,
+        /// Its address.
+        addr: SocketAddr,
+        /// The handshake's error.
+        source: std::io::Error,
+    },
+    /// The server chose another protocol than asked for.
+    #[error("{addr} negotiated ALPN {got:?} instead of {want}")]
+    Alpn {
+        /// The server.
+        addr: SocketAddr,
+        /// What it chose, if anything.
+        got: Option<String>,
+        /// What the load asked for.
+        want: String,
+    },
+    /// The HTTP/1.1 handshake failed.
+    #[error("HTTP/1.1 handshake: {0}")]
+    H1(hyper::Error),
+    /// The HTTP/2 handshake failed.
+    #[error("HTTP/2 handshake: {0}")]
+    H2(hyper::Error),
+    /// An HTTP/3 load without a QUIC endpoint (a setup error of the loader).
+    #[error("HTTP/3 without a QUIC endpoint")]
+    NoQuicEndpoint,
+    /// QUIC could not start connecting, or its handshake failed.
+    #[error("QUIC {stage} {host} ({addr}): {message}")]
+    Quic {
+        /// `connect` or `handshake with`.
+        stage: &'static str,
+        /// The host.
+        host: String,
+        /// Its address.
+        addr: SocketAddr,
+        /// quinn's reason.
+        message: String,
+    },
+    /// HTTP/3 could not be set up on the QUIC connection.
+    #[error("HTTP/3 setup with {addr}: {message}")]
+    H3Setup {
+        /// The server.
+        addr: SocketAddr,
+        /// h3's reason.
+        message: String,
+    },
+}
+
 /// Opens a connection; `now_us` reads the load's clock.
-pub(crate) async fn open(t: Target<'_>, now_us: impl Fn() -> u64) -> Result<Opened, String> {
+pub(crate) async fn open(t: Target<'_>, now_us: impl Fn() -> u64) -> Result<Opened, OpenError> {
     if t.protocol == Protocol::H3 {
         return open_h3(t, now_us).await;
     }
     let tcp = TcpStream::connect(t.addr)
         .await
-        .map_err(|e| format!("connect {}: {e}", t.addr))?;
+        .map_err(|source| OpenError::Connect {
+            addr: t.addr,
+            source,
+        })?;
     let connected_us = now_us();
     // Requests are small and latency matters more than packet count.
     let _ = tcp.set_nodelay(true);
     match t.tls {
         Some(cfg) => {
-            let name = ServerName::try_from(t.host.to_string())
-                .map_err(|e| format!("server name `{}`: {e}", t.host))?;
+            let name =
+                ServerName::try_from(t.host.to_string()).map_err(|e| OpenError::ServerName {
+                    host: t.host.to_string(),
+                    message: e.to_string(),
+                })?;
             let tls = tokio_rustls::TlsConnector::from(Arc::clone(cfg))
                 .connect(name, tcp)
                 .await
-                .map_err(|e| format!("TLS handshake with {} ({}): {e}", t.host, t.addr))?;
+                .map_err(|source| OpenError::Tls {
+                    host: t.host.to_string(),
+                    addr: t.addr,
+                    source,
+                })?;
             let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
             let want: &[u8] = match t.protocol {
                 Protocol::H2 => b"h2",
@@ -121,12 +202,11 @@ pub(crate) async fn open(t: Target<'_>, now_us: impl Fn() -> u64) -> Result<Open
             if alpn.as_deref().is_some_and(|a| a != want)
                 || (alpn.is_none() && t.protocol == Protocol::H2)
             {
-                return Err(format!(
-                    "{} negotiated ALPN {:?} instead of {}",
-                    t.addr,
-                    alpn.map(|a| String::from_utf8_lossy(&a).into_owned()),
-                    String::from_utf8_lossy(want)
-                ));
+                return Err(OpenError::Alpn {
+                    addr: t.addr,
+                    got: alpn.map(|a| String::from_utf8_lossy(&a).into_owned()),
+                    want: String::from_utf8_lossy(want).into_owned(),
+                });
             }
             handshake(TokioIo::new(tls), t.protocol, connected_us, now_us).await
         }
@@ -139,15 +219,13 @@ async fn handshake<I>(
     protocol: Protocol,
     connected_us: u64,
     now_us: impl Fn() -> u64,
-) -> Result<Opened, String>
+) -> Result<Opened, OpenError>
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     match protocol {
         Protocol::H1 => {
-            let (send, conn) = http1::handshake(io)
-                .await
-                .map_err(|e| format!("HTTP/1.1 handshake: {e}"))?;
+            let (send, conn) = http1::handshake(io).await.map_err(OpenError::H1)?;
             let driver = tokio::spawn(async move {
                 let _ = conn.await;
             });
@@ -164,7 +242,7 @@ where
                 .initial_connection_window_size(H2_CONN_WINDOW)
                 .handshake(io)
                 .await
-                .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
+                .map_err(OpenError::H2)?;
             let driver = tokio::spawn(async move {
                 let _ = conn.await;
             });
@@ -178,18 +256,25 @@ where
     }
 }
 
-async fn open_h3(t: Target<'_>, now_us: impl Fn() -> u64) -> Result<Opened, String> {
-    let ep = t.quic.ok_or("HTTP/3 without a QUIC endpoint")?;
+async fn open_h3(t: Target<'_>, now_us: impl Fn() -> u64) -> Result<Opened, OpenError> {
+    let ep = t.quic.ok_or(OpenError::NoQuicEndpoint)?;
+    let quic = |stage, e: &dyn std::fmt::Display| OpenError::Quic {
+        stage,
+        host: t.host.to_string(),
+        addr: t.addr,
+        message: e.to_string(),
+    };
     let connecting = ep
         .connect(t.addr, t.host)
-        .map_err(|e| format!("QUIC connect {} ({}): {e}", t.host, t.addr))?;
-    let conn = connecting
-        .await
-        .map_err(|e| format!("QUIC handshake with {} ({}): {e}", t.host, t.addr))?;
+        .map_err(|e| quic("connect", &e))?;
+    let conn = connecting.await.map_err(|e| quic("handshake with", &e))?;
     let connected_us = now_us();
     let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn))
         .await
-        .map_err(|e| format!("HTTP/3 setup with {}: {e}", t.addr))?;
+        .map_err(|e| OpenError::H3Setup {
+            addr: t.addr,
+            message: e.to_string(),
+        })?;
     let driver = tokio::spawn(async move {
         let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
     });

@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mewa_model::sync::lock;
+
+use crate::loader::conn::OpenError;
 use std::time::Instant;
 
 use bytes::{Buf, Bytes};
@@ -24,7 +26,7 @@ use super::{LoadError, LoadOptions};
 use crate::record::{Chunk, ConnectionTiming, ObjectTiming, Protocol};
 
 /// A multiplexed connection's sender and its record id.
-type MuxSlot = Arc<OnceCell<Result<(Sender, u32), String>>>;
+type MuxSlot = Arc<OnceCell<Result<(Sender, u32), OpenError>>>;
 
 /// The connections objects of one origin group share.
 enum Group {
@@ -195,7 +197,7 @@ impl Shared {
     }
 
     /// Opens one connection and records it; returns its sender and id.
-    async fn open(&self, host: &str, addr: SocketAddr) -> Result<(Sender, u32), String> {
+    async fn open(&self, host: &str, addr: SocketAddr) -> Result<(Sender, u32), OpenError> {
         let id = {
             let mut conns = lock(&self.conns);
             let id = conns.len() as u32;
@@ -231,7 +233,7 @@ impl Shared {
                 Ok((o.sender, id))
             }
             Err(e) => {
-                rec.error = Some(e.clone());
+                rec.error = Some(e.to_string());
                 rec.close_us = Some(self.now_us());
                 Err(e)
             }
@@ -322,7 +324,7 @@ impl Shared {
                 let mut credit = books.credit(i, object.size);
                 let slot = &slots[i];
                 match slot.get_or_init(|| self.open(&object.host, addr)).await {
-                    Err(e) => t.error = Some(e.clone()),
+                    Err(e) => t.error = Some(e.to_string()),
                     Ok((sender, id)) => {
                         t.connection = Some(*id);
                         match sender {
@@ -372,7 +374,7 @@ impl Shared {
                             return t;
                         }
                         Err(e) => {
-                            t.error = Some(e);
+                            t.error = Some(e.to_string());
                             return t;
                         }
                     },

@@ -161,7 +161,7 @@ pub fn browser_runs(
                 let (times, error) = match result {
                     Ok(o) if o.status.success() => match std::fs::read(&netlog)
                         .map_err(|e| format!("reading {}: {e}", netlog.display()))
-                        .and_then(|b| netlog_times(&b, page))
+                        .and_then(|b| netlog_times(&b, page).map_err(|e| e.to_string()))
                     {
                         Ok(t) => (Some(t), None),
                         Err(e) => (None, Some(e)),

@@ -4,6 +4,20 @@ use std::collections::HashMap;
 
 use mewa_corpus::Page;
 
+/// Why a NetLog says nothing about a page's load.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NetlogError {
+    /// The file is not JSON (Chromium was killed while writing it?).
+    #[error("NetLog is not JSON: {0}")]
+    NotJson(String),
+    /// A constant or section the parser needs is absent.
+    #[error("NetLog without {0}")]
+    Missing(&'static str),
+    /// No request for the page's URL (the page did not load at all).
+    #[error("NetLog has no request for {0}")]
+    NoRequest(String),
+}
+
 /// A page's load in a Chromium NetLog (seconds from the start of the
 /// request for the page's URL).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -23,17 +37,19 @@ pub struct NetlogTimes {
 /// the navigation in our runs, refused by the proxy) and asks for
 /// `/favicon.ico` after the page; counting those added about 0.3 s to every
 /// browser load, with or without the hint, and shrank the reduction.
-pub fn netlog_times(netlog: &[u8], page: &Page) -> Result<NetlogTimes, String> {
+pub fn netlog_times(netlog: &[u8], page: &Page) -> Result<NetlogTimes, NetlogError> {
     let v: serde_json::Value =
-        serde_json::from_slice(netlog).map_err(|e| format!("NetLog is not JSON: {e}"))?;
+        serde_json::from_slice(netlog).map_err(|e| NetlogError::NotJson(e.to_string()))?;
     let c = &v["constants"];
     let start = c["logEventTypes"]["URL_REQUEST_START_JOB"]
         .as_u64()
-        .ok_or("NetLog without URL_REQUEST_START_JOB")?;
+        .ok_or(NetlogError::Missing("URL_REQUEST_START_JOB"))?;
     let url_request = c["logSourceType"]["URL_REQUEST"]
         .as_u64()
-        .ok_or("NetLog without the URL_REQUEST source type")?;
-    let events = v["events"].as_array().ok_or("NetLog without events")?;
+        .ok_or(NetlogError::Missing("the URL_REQUEST source type"))?;
+    let events = v["events"]
+        .as_array()
+        .ok_or(NetlogError::Missing("events"))?;
     let scheme = page.main.split("://").next().unwrap_or("http");
     let mine: std::collections::HashSet<String> =
         page.objects.iter().map(|o| o.url(scheme)).collect();
@@ -62,7 +78,7 @@ pub fn netlog_times(netlog: &[u8], page: &Page) -> Result<NetlogTimes, String> {
         }
     }
     if first == f64::MAX {
-        return Err(format!("NetLog has no request for {}", page.main));
+        return Err(NetlogError::NoRequest(page.main.clone()));
     }
     let last = events
         .iter()
@@ -162,9 +178,10 @@ mod tests {
         );
         // Without the page's URL there is no load to time.
         let none = netlog(&[(1, 1, 1000.0, Some("http://www.p.example/a.png"))]);
-        assert!(netlog_times(&none, &page())
-            .unwrap_err()
-            .contains("http://www.p.example/"));
+        assert_eq!(
+            netlog_times(&none, &page()).unwrap_err(),
+            NetlogError::NoRequest("http://www.p.example/".into())
+        );
         assert!(netlog_times(b"{", &page()).is_err());
     }
 }
