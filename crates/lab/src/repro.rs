@@ -62,6 +62,41 @@ impl<T: Serialize> Figure<T> {
     }
 }
 
+/// One line per page size of seed 000's grid (ours, over RTT) and the
+/// paper's points for that size where it printed any (`paper_label` in the
+/// legend), one colour per size.
+fn per_size<C>(
+    cells: &[C],
+    size_and_x: fn(&C) -> (u64, f64),
+    ours: fn(&C) -> f64,
+    paper: fn(&C) -> Option<f64>,
+    paper_label: &str,
+) -> Vec<Series> {
+    let mut series = Vec::new();
+    for (i, size) in repro::TABLE1_SIZES_KB.into_iter().enumerate() {
+        let row: Vec<&C> = cells.iter().filter(|c| size_and_x(c).0 == size).collect();
+        series.push(Series {
+            name: format!("{size} KB (model)"),
+            points: row.iter().map(|c| (size_and_x(c).1, ours(c))).collect(),
+            mark: Mark::Line,
+            colour: i,
+        });
+        let printed: Vec<(f64, f64)> = row
+            .iter()
+            .filter_map(|c| paper(c).map(|v| (size_and_x(c).1, v)))
+            .collect();
+        if !printed.is_empty() {
+            series.push(Series {
+                name: format!("{size} KB ({paper_label})"),
+                points: printed,
+                mark: Mark::Points,
+                colour: i,
+            });
+        }
+    }
+    series
+}
+
 /// Seed 000 Table I: connections chosen and load-time reduction, 20 Mbit/s.
 pub fn table1(model: SlowStartModel, iw: u32) -> Result<Figure<Vec<Table1Cell>>, ModelError> {
     let cells = repro::table1(model, iw)?;
@@ -129,28 +164,13 @@ pub fn table1(model: SlowStartModel, iw: u32) -> Result<Figure<Vec<Table1Cell>>,
         );
         text
     };
-    let mut series = Vec::new();
-    for (i, size) in repro::TABLE1_SIZES_KB.into_iter().enumerate() {
-        let row: Vec<_> = cells.iter().filter(|c| c.size_kb == size).collect();
-        series.push(Series {
-            name: format!("{size} KB (model)"),
-            points: row
-                .iter()
-                .map(|c| (f64::from(c.rtt_ms), c.reduction_pct))
-                .collect(),
-            mark: Mark::Line,
-            colour: i,
-        });
-        series.push(Series {
-            name: format!("{size} KB (paper)"),
-            points: row
-                .iter()
-                .map(|c| (f64::from(c.rtt_ms), c.paper_reduction_pct))
-                .collect(),
-            mark: Mark::Points,
-            colour: i,
-        });
-    }
+    let series = per_size(
+        &cells,
+        |c| (c.size_kb, f64::from(c.rtt_ms)),
+        |c| c.reduction_pct,
+        |c| Some(c.paper_reduction_pct),
+        "paper",
+    );
     Ok(Figure {
         data: cells,
         table: t,
@@ -196,31 +216,13 @@ pub fn idle(model: SlowStartModel, iw: u32) -> Result<Figure<Vec<IdleCell>>, Mod
         }
         t.to_text()
     };
-    let mut series = Vec::new();
-    for (i, size) in repro::TABLE1_SIZES_KB.into_iter().enumerate() {
-        let row: Vec<_> = cells.iter().filter(|c| c.size_kb == size).collect();
-        series.push(Series {
-            name: format!("{size} KB (model)"),
-            points: row
-                .iter()
-                .map(|c| (f64::from(c.rtt_ms), c.idle_pct))
-                .collect(),
-            mark: Mark::Line,
-            colour: i,
-        });
-        let paper: Vec<_> = row
-            .iter()
-            .filter_map(|c| c.paper_idle_pct.map(|v| (f64::from(c.rtt_ms), v)))
-            .collect();
-        if !paper.is_empty() {
-            series.push(Series {
-                name: format!("{size} KB (paper text)"),
-                points: paper,
-                mark: Mark::Points,
-                colour: i,
-            });
-        }
-    }
+    let series = per_size(
+        &cells,
+        |c| (c.size_kb, f64::from(c.rtt_ms)),
+        |c| c.idle_pct,
+        |c| c.paper_idle_pct,
+        "paper text",
+    );
     Ok(Figure {
         data: cells,
         table: t,
