@@ -3,14 +3,14 @@
 //! `mewa link plot LOG` for the link's event log.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use mewa_link::core::radio::RadioConfig;
-use mewa_link::core::trace::{DelayTrace, DeliveryTrace};
+use mewa_link::core::trace::DelayTrace;
 use mewa_link::core::{
     parse_duration, parse_rate, DelaySpec, Dir, DirectionConfig, LinkConfig, QueueSpec, RateSpec,
 };
@@ -148,12 +148,6 @@ pub fn run(cmd: LinkCmd) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn read_trace(path: &Path) -> anyhow::Result<DeliveryTrace> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading trace {}", path.display()))?;
-    DeliveryTrace::parse(&text).with_context(|| format!("trace {}", path.display()))
-}
-
 fn check_loss(p: f64) -> anyhow::Result<f64> {
     if !(0.0..=1.0).contains(&p) {
         bail!(mewa_link::core::SpecError::Loss(p.to_string()));
@@ -197,7 +191,7 @@ impl LinkArgs {
                 (None, None) => DelaySpec::Fixed(self.delay.unwrap_or_default()),
             };
             let rate = match (trace, own_rate.or(self.rate)) {
-                (Some(p), _) => RateSpec::Trace(read_trace(p)?),
+                (Some(p), _) => RateSpec::Trace(mewa_lab::experiment::read_trace(p)?),
                 (None, Some(bps)) => RateSpec::Constant { bps },
                 (None, None) => RateSpec::Unlimited,
             };
@@ -265,7 +259,7 @@ fn shell(args: LinkArgs) -> anyhow::Result<ExitCode> {
     }
     // setpriv --pdeathsig: if mewa is killed (even SIGKILL), so is the
     // program, instead of living on in a namespace nobody tears down.
-    let mut cmd = match which("setpriv") {
+    let mut cmd = match mewa_bench::util::find_program("setpriv") {
         Some(setpriv) => {
             let mut c = topo.command(INSIDE, setpriv)?;
             c.args(["--pdeathsig", "KILL", "--"]).arg(&program);
@@ -313,13 +307,6 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
         .or_else(|| status.signal().map(|s| 128 + s))
         .unwrap_or(1);
     ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1))
-}
-
-fn which(tool: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join(tool))
-        .find(|p| p.is_file())
 }
 
 #[cfg(test)]

@@ -137,14 +137,11 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
     .context("origin server")
 }
 
-/// The local test CA's default directory, shared by the origin and the lab.
+/// The test CA's default folder (`mewa_lab::experiment::default_ca_dir`),
+/// or an error saying to pass `--ca-dir`.
 pub(crate) fn default_ca_dir() -> anyhow::Result<PathBuf> {
-    if let Some(d) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
-        return Ok(PathBuf::from(d).join("mewa/ca"));
-    }
-    let home =
-        std::env::var_os("HOME").context("neither XDG_DATA_HOME nor HOME is set; pass --ca-dir")?;
-    Ok(PathBuf::from(home).join(".local/share/mewa/ca"))
+    mewa_lab::experiment::default_ca_dir()
+        .context("neither XDG_DATA_HOME nor HOME is set; pass --ca-dir")
 }
 
 /// `250ms`, `1.5s`, `2m` or a bare number of milliseconds.
