@@ -97,9 +97,15 @@ impl CorpusArgs {
     }
 }
 
-/// `p` made absolute against the working directory (it need not exist).
+/// `p` made absolute against the working directory: resolved (no `..`,
+/// no links) when it exists, else as given (a CA folder made later).
 fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
-    std::path::absolute(p).with_context(|| format!("{}: not a usable path", p.display()))
+    match std::fs::canonicalize(p) {
+        Ok(c) => Ok(c),
+        Err(_) => {
+            std::path::absolute(p).with_context(|| format!("{}: not a usable path", p.display()))
+        }
+    }
 }
 
 #[derive(Debug, Args)]
