@@ -35,13 +35,17 @@ pub enum AssignRule {
 }
 
 impl std::str::FromStr for AssignRule {
-    type Err = String;
-    fn from_str(s: &str) -> Result<AssignRule, String> {
+    type Err = crate::record::UnknownName;
+    fn from_str(s: &str) -> Result<AssignRule, Self::Err> {
         match s {
             "least" => Ok(AssignRule::Least),
             "round-robin" => Ok(AssignRule::RoundRobin),
             "warm-first" => Ok(AssignRule::WarmFirst),
-            other => Err(format!("{other}: give least, round-robin or warm-first")),
+            other => Err(crate::record::UnknownName {
+                what: "assignment rule",
+                got: other.to_string(),
+                choices: "least, round-robin or warm-first",
+            }),
         }
     }
 }

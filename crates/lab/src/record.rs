@@ -44,15 +44,32 @@ impl std::fmt::Display for Protocol {
     }
 }
 
-impl std::str::FromStr for Protocol {
-    type Err = String;
+/// A name on the command line or in a config file that is none of the
+/// choices (a protocol, a policy, an assignment rule).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} `{got}`; choose {choices}")]
+pub struct UnknownName {
+    /// What kind of name.
+    pub what: &'static str,
+    /// What was given.
+    pub got: String,
+    /// The accepted names.
+    pub choices: &'static str,
+}
 
-    fn from_str(s: &str) -> Result<Protocol, String> {
+impl std::str::FromStr for Protocol {
+    type Err = UnknownName;
+
+    fn from_str(s: &str) -> Result<Protocol, UnknownName> {
         match s.to_ascii_lowercase().as_str() {
             "h1" | "http1" | "http/1.1" => Ok(Protocol::H1),
             "h2" | "http2" | "h2c" => Ok(Protocol::H2),
             "h3" | "http3" | "quic" => Ok(Protocol::H3),
-            other => Err(format!("unknown protocol `{other}`; choose h1, h2 or h3")),
+            other => Err(UnknownName {
+                what: "protocol",
+                got: other.to_string(),
+                choices: "h1, h2 or h3",
+            }),
         }
     }
 }

@@ -157,7 +157,7 @@ struct LoadArgs {
     #[command(flatten)]
     corpus: CorpusArgs,
     /// h1, h2 or h3 [default: h2].
-    #[arg(long, value_parser = parse_protocol)]
+    #[arg(long)]
     protocol: Option<Protocol>,
     /// TLS for h1/h2 (h3 always uses it).
     #[arg(long)]
@@ -201,10 +201,6 @@ struct LoadArgs {
     /// records, HAR) under this folder.
     #[arg(long, short)]
     out: Option<PathBuf>,
-}
-
-fn parse_protocol(s: &str) -> Result<Protocol, String> {
-    s.parse()
 }
 
 impl LoadArgs {

@@ -27,12 +27,16 @@ pub enum Policy {
 pub use mewa_model::pull::Dispatch;
 
 impl std::str::FromStr for Policy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Policy, String> {
+    type Err = crate::record::UnknownName;
+    fn from_str(s: &str) -> Result<Policy, Self::Err> {
         match s {
             "hint" => Ok(Policy::Hint),
             "warm-first" => Ok(Policy::WarmFirst),
-            _ => Err(format!("unknown policy {s:?}: use hint or warm-first")),
+            _ => Err(crate::record::UnknownName {
+                what: "policy",
+                got: s.to_string(),
+                choices: "hint or warm-first",
+            }),
         }
     }
 }
