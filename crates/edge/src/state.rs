@@ -56,9 +56,12 @@ pub enum StoreJobError {
     /// hints from memory but cannot read or write the store any more.
     #[error("the store's lock is poisoned (a store job panicked); restart the edge")]
     Poisoned,
-    /// The blocking task itself failed (panicked or was cancelled).
-    #[error("store task failed: {0}")]
-    Task(String),
+    /// The blocking task itself failed: it panicked (a bug; the report is
+    /// in the message) or the runtime cancelled it while shutting down.
+    /// Kept as tokio's own error so that a caller can tell which with
+    /// `is_panic` / `is_cancelled`.
+    #[error("store task failed: {0}; the edge serves hints from memory meanwhile, restart it if this repeats")]
+    Task(#[from] tokio::task::JoinError),
 }
 
 /// Runs `f` with the store on a blocking thread.
@@ -71,8 +74,7 @@ pub async fn with_store<T: Send + 'static>(
         let mut s = store.lock().map_err(|_| StoreJobError::Poisoned)?;
         Ok(f(&mut s)?)
     })
-    .await
-    .map_err(|e| StoreJobError::Task(e.to_string()))?
+    .await?
 }
 
 impl Edge {
