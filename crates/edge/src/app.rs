@@ -122,7 +122,7 @@ impl Edge {
     /// Serves until `shutdown` completes, then flushes the query counts.
     pub async fn serve(self, bound: Bound, shutdown: impl std::future::Future<Output = ()>) {
         if let Err(e) = self.rebuild().await {
-            tracing::warn!("edge: building hints: {e}");
+            tracing::warn!(error = %e, "edge: building hints failed");
         }
         let mut tasks = JoinSet::new();
         tasks.spawn(server::serve(self.dns.clone(), bound.udp, bound.tcp));
@@ -134,7 +134,7 @@ impl Edge {
             loop {
                 t.tick().await;
                 if let Err(err) = e.rebuild().await {
-                    tracing::warn!("edge: rebuilding hints: {err}");
+                    tracing::warn!(error = %err, "edge: rebuilding hints failed");
                 }
             }
         });
@@ -145,7 +145,7 @@ impl Edge {
             loop {
                 t.tick().await;
                 if let Err(err) = e.flush_counts().await {
-                    tracing::warn!("edge: flushing query counts: {err}");
+                    tracing::warn!(error = %err, "edge: flushing query counts failed");
                 }
             }
         });
@@ -163,7 +163,7 @@ impl Edge {
         shutdown.await;
         tasks.shutdown().await;
         if let Err(e) = self.flush_counts().await {
-            tracing::warn!("edge: flushing query counts at exit: {e}");
+            tracing::warn!(error = %e, "edge: flushing query counts at exit failed");
         }
     }
 }

@@ -332,7 +332,7 @@ pub async fn serve(dns: Arc<EdgeDns>, udp: Vec<std::net::UdpSocket>, tcp: TcpLis
             .name(format!("edge-udp-{i}"))
             .spawn(move || serve_udp(&dns, &s, &stop, &rt));
         if let Err(e) = spawned {
-            tracing::warn!("edge: cannot start a UDP thread: {e}");
+            tracing::warn!(error = %e, "edge: cannot start a UDP thread");
         }
     }
     serve_tcp(dns, tcp).await;

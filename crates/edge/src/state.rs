@@ -99,7 +99,7 @@ impl Edge {
         };
         let (book, failed) = HintBook::build(pages, &rtts, policy, now_unix_s());
         for (url, e) in failed {
-            tracing::warn!("edge: no hint for {url}: {e}");
+            tracing::warn!(%url, error = %e, "edge: no hint for a page");
         }
         let n = book.len();
         self.dns.set_book(book);
@@ -148,7 +148,7 @@ impl Edge {
             let rtt = match r {
                 Ok(d) => {
                     if newly(true) {
-                        tracing::info!("edge: latency probe: {host} answers again");
+                        tracing::info!(%host, "edge: latency probe: the host answers again");
                     }
                     u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
                 }
@@ -157,7 +157,11 @@ impl Edge {
                     self.probe_failures
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     if newly(false) {
-                        tracing::warn!("edge: latency probe: {e} (logged once until it answers)");
+                        tracing::warn!(
+                            %host,
+                            error = %e,
+                            "edge: latency probe failed (logged once until it answers)"
+                        );
                     }
                     continue;
                 }
@@ -174,7 +178,7 @@ impl Edge {
             })
             .await;
             if let Err(e) = stored {
-                tracing::warn!("edge: storing a latency sample: {e}");
+                tracing::warn!(error = %e, "edge: storing a latency sample failed");
             }
         }
         (n, failed)
@@ -211,7 +215,7 @@ impl Edge {
         let urls = match with_store(&self.store, move |s| s.top_pages(since, k)).await {
             Ok(u) => u,
             Err(e) => {
-                tracing::warn!("edge: tracer: reading the popular pages: {e}");
+                tracing::warn!(error = %e, "edge: tracer: reading the popular pages failed");
                 return Ok((0, 0));
             }
         };
@@ -248,7 +252,7 @@ impl Edge {
                     self.tracer_runs
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     if newly(true) {
-                        tracing::info!("edge: tracer: {url} traced again");
+                        tracing::info!(%url, "edge: tracer: the page traced again");
                     }
                 }
                 Err(e) => {
@@ -256,7 +260,11 @@ impl Edge {
                     self.tracer_errors
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     if newly(false) {
-                        tracing::warn!("edge: tracer: {e} (logged once until it traces)");
+                        tracing::warn!(
+                            %url,
+                            error = %e,
+                            "edge: tracer: page not traced (logged once until it traces)"
+                        );
                     }
                 }
             }
@@ -274,7 +282,7 @@ impl Edge {
             let e = TraceError::NoChromium {
                 path: t.chromium.clone(),
             };
-            tracing::warn!("edge: tracer disabled: {e}");
+            tracing::warn!(error = %e, "edge: tracer disabled");
             return;
         }
         let mut tick = tokio::time::interval(Duration::from_secs(t.every_s));
@@ -283,7 +291,7 @@ impl Edge {
         loop {
             tick.tick().await;
             if let Err(e) = self.trace_popular().await {
-                tracing::warn!("edge: tracer disabled: {e}");
+                tracing::warn!(error = %e, "edge: tracer disabled");
                 return;
             }
         }
