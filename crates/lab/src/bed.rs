@@ -204,6 +204,14 @@ impl Bed {
         self.topo.as_ref()
     }
 
+    /// The topology, or an error once the testbed has been shut down: what
+    /// every caller that starts a process or a server in it needs.
+    pub fn running(&self) -> Result<&Topology, BedError> {
+        self.topo
+            .as_ref()
+            .ok_or_else(|| BedError::Runtime("testbed already shut down".into()))
+    }
+
     /// Loads `page` from the client's namespace with `opts` (pass them
     /// through [`Bed::options`] to aim at this testbed's origin).
     pub fn load(&self, page: &Page, opts: &LoadOptions) -> Result<LoadRecord, BedError> {
@@ -219,11 +227,7 @@ impl Bed {
         Fut: std::future::Future<Output = R>,
         R: Send,
     {
-        let topo = self
-            .topo
-            .as_ref()
-            .ok_or_else(|| BedError::Runtime("testbed already shut down".into()))?;
-        topo.in_namespace(CLIENT, || {
+        self.running()?.in_namespace(CLIENT, || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()

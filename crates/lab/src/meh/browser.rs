@@ -69,9 +69,7 @@ pub fn browser_runs(
         return Ok(Vec::new());
     };
     let (chromium, runs) = (chromium.as_path(), *runs);
-    let topo = bed
-        .topology()
-        .ok_or_else(|| BedError::Runtime("testbed already shut down".into()))?;
+    let topo = bed.running()?;
     // Chromium speaks HTTP/2 to the proxy over TLS, as seed 000's Chrome
     // did to its local nghttpx: over HTTP/1.1 it keeps at most six requests
     // per host in flight, which n connections behind the proxy cannot undo.

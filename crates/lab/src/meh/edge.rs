@@ -23,9 +23,7 @@ pub(crate) fn start_edge(
     corpus: &Corpus,
     cfg: &Setup,
 ) -> Result<(NsServer, Option<f64>), BedError> {
-    let topo = bed
-        .topology()
-        .ok_or_else(|| BedError::Runtime("testbed already shut down".into()))?;
+    let topo = bed.running()?;
     for suffix in ["", "-wal", "-shm"] {
         let mut p = cfg.store_path.clone().into_os_string();
         p.push(suffix);

@@ -194,17 +194,12 @@ pub fn run_setup(
         &origin,
     )?;
     let (edge, wired_ms) = start_edge(&bed, corpus, cfg)?;
-    let edge_ip = bed
-        .topology()
-        .ok_or_else(|| BedError::Runtime("testbed already shut down".into()))?
-        .addr_towards(EDGE, crate::bed::CLIENT)?;
+    let topo = bed.running()?;
+    let edge_ip = topo.addr_towards(EDGE, crate::bed::CLIENT)?;
     let edge_addr = SocketAddr::from((edge_ip, 53));
     let total = cfg.runs * corpus.pages.len() * 2;
     let mut done = 0;
     let mut runs = Vec::with_capacity(total);
-    let topo = bed
-        .topology()
-        .ok_or_else(|| BedError::Runtime("testbed already shut down".into()))?;
     for r in 0..cfg.runs {
         for (i, page) in corpus.pages.iter().enumerate() {
             let pair = r * corpus.pages.len() + i;
