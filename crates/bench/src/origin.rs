@@ -378,6 +378,9 @@ fn bench_corpus() -> crate::Result<Corpus> {
         parent,
         discovery: Discovery::Html,
         compute_ms: 0,
+        status: None,
+        think_ms: 0,
+        recorded_size: None,
     };
     let mut objects = vec![obj(0, "/", 2000, "text/html", None)];
     for s in &SIZES {
@@ -387,6 +390,7 @@ fn bench_corpus() -> crate::Result<Corpus> {
         name: "bench-origin".to_string(),
         main: format!("http://{HOST}/"),
         objects,
+        shared_connections: Vec::new(),
     };
     page.validate().context("the bench corpus is invalid")?;
     Ok(Corpus {

@@ -61,6 +61,9 @@ fn object(id: u32, path: &str, size: u64, parent: Option<u32>) -> Object {
         parent,
         discovery: Discovery::Html,
         compute_ms: 0,
+        status: None,
+        think_ms: 0,
+        recorded_size: None,
     }
 }
 
@@ -76,6 +79,7 @@ fn corpus() -> Corpus {
                 object(1, "/10k.jpg", 10_000, Some(0)),
                 object(2, "/1m.jpg", 1_000_000, Some(0)),
             ],
+            shared_connections: Vec::new(),
         }],
     }
 }
@@ -228,6 +232,7 @@ pub fn run(b: ProxyBench) -> crate::Result<()> {
                 http: HttpOptions::default(),
                 tcp: TcpOptions::default(),
                 quic_congestion: None,
+                cert_groups: Vec::new(),
             },
         )
         .context("origin")?;

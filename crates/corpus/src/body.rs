@@ -38,7 +38,7 @@
 //! no references: a size below the magic number's length gives the magic
 //! number's first `size` bytes.
 
-use crate::page::{Discovery, Kind, Object, Page};
+use crate::page::{carries_references, Discovery, Kind, Object, Page};
 use crate::rng::Rng;
 
 /// URL scheme written into bodies.
@@ -174,6 +174,10 @@ enum Pad {
 fn skeleton(page: &Page, o: &Object, scheme: Scheme) -> (Vec<u8>, Vec<u8>, Pad) {
     let s = scheme.as_str();
     let ct = o.content_type.to_ascii_lowercase();
+    if !carries_references(o.status()) {
+        // A redirect's, a 204's or an error's body: nothing a browser reads.
+        return (Vec::new(), Vec::new(), Pad::Text);
+    }
     match o.kind() {
         Kind::Html => {
             let (h, t) = html(page, o, s);
@@ -215,7 +219,7 @@ fn html(page: &Page, o: &Object, s: &str) -> (String, String) {
         h += &format!("<link rel=\"stylesheet\" href=\"{}\">\n", c.url(s));
     }
     h += "</head><body>\n";
-    if o.parent.is_none() {
+    if page.document().map(|d| d.id) == Some(o.id) {
         // Hooks that make CSS-discovered images and fonts load (module doc).
         for css in page.objects.iter().filter(|c| c.kind() == Kind::Css) {
             let css_kids: Vec<&Object> = page.children(css.id, Discovery::Css).collect();
@@ -424,6 +428,9 @@ mod tests {
             parent: Some(0),
             discovery: crate::Discovery::Html,
             compute_ms: 0,
+            status: None,
+            think_ms: 0,
+            recorded_size: None,
         }
     }
 

@@ -3,15 +3,15 @@
 //! the lab serves, and imported recordings → corpus to serve real page
 //! structures.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use mewa_hint::import::ImportReport;
 use mewa_hint::{Discovery as MetaDiscovery, ObjectMeta, PageMeta};
 use serde::{Deserialize, Serialize};
 
 use crate::page::{
-    check_host, path_byte_ok, Corpus, Discovery, Kind, Object, Page, Provenance, MAX_COMPUTE_MS,
-    MAX_OBJECT_SIZE,
+    carries_references, check_host, is_redirect, join_group, path_byte_ok, sorted_groups, Corpus,
+    Discovery, Kind, Object, Page, Provenance, MAX_COMPUTE_MS, MAX_OBJECT_SIZE, MAX_THINK_MS,
 };
 
 /// Size given to an imported object whose recording has no size: 1000 bytes.
@@ -50,9 +50,11 @@ pub fn to_page_meta(page: &Page) -> PageMeta {
             discovery: match (o.parent, o.discovery) {
                 (None, _) => MetaDiscovery::Document,
                 (_, Discovery::Script) => MetaDiscovery::Script,
+                (_, Discovery::Redirect) => MetaDiscovery::Other,
                 _ => MetaDiscovery::Parser,
             },
             parent: o.parent.and_then(|p| index.get(&p).copied()),
+            recorded: Default::default(),
         })
         .collect();
     PageMeta {
@@ -94,10 +96,34 @@ pub fn from_import_report(report: &ImportReport, name: &str, sources: Vec<String
     let mut pages = Vec::new();
     let mut placeholder_sizes = Vec::new();
     let mut notes = Vec::new();
+    // Every URL already served by an earlier page: one origin serves the
+    // whole corpus, one body per URL.
+    let mut taken: HashSet<(String, String)> = HashSet::new();
     for (k, meta) in report.pages.iter().enumerate() {
         let page_name = format!("rec{:03}-{}", k + 1, short_name(&meta.url));
         match from_page_meta(meta, &page_name) {
-            Ok((page, ph, mut n)) => {
+            Ok((mut page, ph, mut n)) => {
+                let label = format!("rec{:03}", k + 1);
+                if page
+                    .objects
+                    .iter()
+                    .any(|o| taken.contains(&(o.host.clone(), o.path.clone())))
+                {
+                    if let Err(why) = rename_hosts(&mut page, &label) {
+                        notes.push(format!("{page_name}: skipped: {why}"));
+                        continue;
+                    }
+                    n.push(format!(
+                        "{page_name}: shares URLs with an earlier page (another recording of the \
+                         site, or a common third party), so its hosts are served as \
+                         `{label}.<host>` (each page keeps its own bodies)"
+                    ));
+                }
+                taken.extend(
+                    page.objects
+                        .iter()
+                        .map(|o| (o.host.clone(), o.path.clone())),
+                );
                 pages.push(page);
                 placeholder_sizes.extend(ph);
                 notes.append(&mut n);
@@ -159,10 +185,18 @@ pub fn from_page_meta(
     let mut map: HashMap<usize, u32> = HashMap::new();
     let mut seen: HashMap<(String, String), u32> = HashMap::new();
     let mut objects: Vec<Object> = Vec::new();
+    // The recorded exchange of each corpus object (same index as `objects`).
+    let mut recs: Vec<&mewa_hint::Recorded> = Vec::new();
+    // Corpus ids of redirects whose target is already placed.
+    let mut followed: HashSet<u32> = HashSet::new();
     let (mut dups, mut bad_hosts, mut reparented, mut guessed) = (0, 0, 0, 0);
+    let mut not_modified = 0;
     let order = std::iter::once(root_ix).chain((0..meta.objects.len()).filter(|&i| i != root_ix));
     for i in order {
         let m = &meta.objects[i];
+        // A URL is served as the browser last saw it: a redirect loop
+        // (`/checkout` → login → `/checkout`) ends on the page itself.
+        let resp = final_response(meta, i);
         let is_root = i == root_ix;
         if check_host(&m.host).is_err() {
             bad_hosts += 1;
@@ -178,7 +212,7 @@ pub fn from_page_meta(
         let id = objects.len() as u32;
         seen.insert((m.host.clone(), path.clone()), id);
         map.insert(i, id);
-        let content_type = match (&m.content_type, is_root) {
+        let content_type = match (&resp.content_type, is_root) {
             (_, true) => "text/html".to_string(),
             (Some(ct), _) if !ct.trim().is_empty() => ct.trim().to_ascii_lowercase(),
             _ => {
@@ -186,7 +220,7 @@ pub fn from_page_meta(
                 guess_type(&path).to_string()
             }
         };
-        let size = match m.size {
+        let size = match resp.size {
             Some(s) => s.min(MAX_OBJECT_SIZE),
             None => {
                 placeholders.push(PlaceholderSize {
@@ -197,6 +231,16 @@ pub fn from_page_meta(
                 PLACEHOLDER_SIZE
             }
         };
+        let status = match resp.recorded.status {
+            // Served whole: the recording browser had a cached copy, the
+            // replaying one has none.
+            Some(304) => {
+                not_modified += 1;
+                None
+            }
+            Some(st) if (201..600).contains(&st) => Some(st),
+            _ => None,
+        };
         let mut obj = Object {
             id,
             host: m.host.clone(),
@@ -206,8 +250,31 @@ pub fn from_page_meta(
             parent: None,
             discovery: Discovery::Html,
             compute_ms: 0,
+            status,
+            think_ms: 0,
+            recorded_size: None,
         };
-        if !is_root {
+        if matches!(obj.status(), 204 | 205) && obj.size > 0 {
+            obj.recorded_size = Some(obj.size);
+            obj.size = 0;
+        }
+        // The target of a recorded redirect whose hop is already placed.
+        let redirected_from = m
+            .parent
+            .and_then(|p| Some((meta.objects.get(p)?, map.get(&p).copied()?)))
+            .filter(|(pm, pid)| {
+                pm.recorded.location.as_deref() == Some(m.url.as_str())
+                    && objects
+                        .get(*pid as usize)
+                        .is_some_and(|po| is_redirect(po.status()))
+                    && !followed.contains(pid)
+            })
+            .map(|(_, pid)| pid);
+        if let Some(pid) = redirected_from.filter(|_| !is_root) {
+            followed.insert(pid);
+            obj.parent = Some(pid);
+            obj.discovery = Discovery::Redirect;
+        } else if !is_root {
             // Only earlier objects can be parents: no cycles by construction.
             let parent = m
                 .parent
@@ -222,24 +289,47 @@ pub fn from_page_meta(
                     (_, Kind::Script) => Discovery::Script,
                     _ => Discovery::Html,
                 };
-                p.kind().can_reference(how, kind).then_some((p.id, how))
+                (carries_references(p.status()) && p.kind().can_reference(how, kind))
+                    .then_some((p.id, how))
             });
             let (pid, how) = placed.unwrap_or_else(|| {
                 if m.parent.is_some() || m.discovery == MetaDiscovery::Script {
                     reparented += 1;
                 }
-                (0, Discovery::Html)
+                (shown_document(&objects), Discovery::Html)
             });
             obj.parent = Some(pid);
             obj.discovery = how;
         }
         objects.push(obj);
+        recs.push(&resp.recorded);
+    }
+    // A redirect whose target the recording does not have: served as a
+    // plain response (a browser would have gone on to an unrecorded URL).
+    let mut dangling = 0;
+    for o in &mut objects {
+        if is_redirect(o.status()) && !followed.contains(&o.id) {
+            o.status = None;
+            dangling += 1;
+        }
+    }
+    let think = think_times(&recs);
+    for (o, t) in objects.iter_mut().zip(&think) {
+        o.think_ms = *t;
     }
     for (n, what) in [
         (dups, "repeated URLs merged into their first request"),
         (bad_hosts, "objects dropped: host is not a DNS name"),
         (reparented, "objects re-parented to the main document"),
         (guessed, "content types guessed from the path"),
+        (
+            not_modified,
+            "304 responses served as 200 (the replay has no cached copy)",
+        ),
+        (
+            dangling,
+            "redirects to URLs not in the recording served as 200",
+        ),
     ] {
         if n > 0 {
             notes.push(format!("{name}: {n} {what}"));
@@ -282,13 +372,163 @@ pub fn from_page_meta(
     } else {
         "http"
     };
-    let page = Page {
+    let shared = shared_connections(&objects, &recs);
+    let mut page = Page {
         name: name.to_string(),
         main: root.url(scheme),
         objects,
+        shared_connections: shared,
     };
     page.validate().map_err(|e| e.to_string())?;
+    let grown = grow_to_fit(&mut page);
+    if grown.0 > 0 {
+        notes.push(format!(
+            "{name}: {} bodies grown by {} bytes in all to carry their references ({:.2} % of the page's {} bytes)",
+            grown.0,
+            grown.1,
+            100.0 * grown.1 as f64 / page.recorded_bytes().max(1) as f64,
+            page.recorded_bytes()
+        ));
+    }
+    page.validate().map_err(|e| e.to_string())?;
     Ok((page, placeholders, notes))
+}
+
+/// The response object `i`'s URL is served with: its own, unless it is a
+/// redirect and the page requests the same URL again later and gets a
+/// final answer (a redirect loop through a login or cookie step).
+fn final_response(meta: &PageMeta, i: usize) -> &ObjectMeta {
+    let m = &meta.objects[i];
+    if !m.recorded.status.is_some_and(is_redirect) {
+        return m;
+    }
+    meta.objects[i + 1..]
+        .iter()
+        .rev()
+        .find(|o| o.url == m.url && !o.recorded.status.is_some_and(is_redirect))
+        .unwrap_or(m)
+}
+
+/// Prefixes every host of `page` with `label.` (main URL, objects and
+/// connection groups alike), grows bodies the longer URLs no longer fit, and
+/// checks the result.
+fn rename_hosts(page: &mut Page, label: &str) -> Result<(), String> {
+    let renamed = |h: &str| format!("{label}.{h}");
+    if let Some((scheme, rest)) = page.main.split_once("://") {
+        page.main = format!("{scheme}://{}", renamed(rest));
+    }
+    for o in &mut page.objects {
+        o.host = renamed(&o.host);
+    }
+    for g in &mut page.shared_connections {
+        for h in g.iter_mut() {
+            *h = renamed(h);
+        }
+    }
+    grow_to_fit(page);
+    page.validate().map_err(|e| e.to_string())
+}
+
+/// The document a page shows so far: the root, or the end of its redirect
+/// chain when the targets are already placed. Orphans go there, where a
+/// browser would find them.
+fn shown_document(objects: &[Object]) -> u32 {
+    let mut cur = 0u32;
+    for _ in 0..objects.len() {
+        match objects
+            .iter()
+            .find(|o| o.parent == Some(cur) && o.discovery == Discovery::Redirect)
+        {
+            Some(next) => cur = next.id,
+            None => break,
+        }
+    }
+    match objects.get(cur as usize) {
+        Some(o) if o.kind() == Kind::Html && carries_references(o.status()) => cur,
+        _ => 0,
+    }
+}
+
+/// The rule for bodies too small for their references (recorded parents are
+/// often smaller than the URLs of what they revealed, or have no size):
+/// **the body grows** to the smallest size that carries them, and keeps its
+/// recorded size in `recorded_size`. Growing keeps the recorded tree (which
+/// object revealed which, hence when it is found) at the price of a few
+/// bytes; moving the references elsewhere would change discovery times,
+/// which matter more to a page load. Written with `https://` URLs, the
+/// longer scheme, so both schemes fit. Returns (bodies grown, bytes added).
+pub fn grow_to_fit(page: &mut Page) -> (usize, u64) {
+    let needs: Vec<(usize, u64)> = page
+        .objects
+        .iter()
+        .enumerate()
+        .filter_map(|(i, o)| {
+            let need = crate::body::min_body_size(page, o.id, crate::Scheme::Https).ok()?;
+            (need > o.size).then_some((i, need))
+        })
+        .collect();
+    let mut added = 0;
+    for &(i, need) in &needs {
+        let o = &mut page.objects[i];
+        added += need - o.size;
+        o.recorded_size = Some(o.recorded_size.unwrap_or(o.size));
+        o.size = need;
+    }
+    (needs.len(), added)
+}
+
+/// Server think time of each object, ms: the recorded wait (request sent →
+/// first response byte) minus one round trip to that server. The round trip
+/// is the TCP handshake of the object's connection, else the median
+/// handshake of the page; without either, or without a wait, 0 (the wait
+/// cannot be split, and replaying it whole would add a round trip the link
+/// already adds). Capped at [`MAX_THINK_MS`].
+fn think_times(recs: &[&mewa_hint::Recorded]) -> Vec<u32> {
+    let mut by_conn: HashMap<&str, u32> = HashMap::new();
+    let mut all: Vec<u32> = Vec::new();
+    for r in recs {
+        if let Some(c) = r.connect_ms {
+            all.push(c);
+            if let Some(id) = &r.connection {
+                by_conn.entry(id.as_str()).or_insert(c);
+            }
+        }
+    }
+    all.sort_unstable();
+    let median = all.get(all.len() / 2).copied();
+    recs.iter()
+        .map(|r| {
+            let rtt = r
+                .connection
+                .as_deref()
+                .and_then(|c| by_conn.get(c).copied())
+                .or(median);
+            match (r.wait_ms, rtt) {
+                (Some(w), Some(rtt)) => w.saturating_sub(rtt).min(MAX_THINK_MS),
+                _ => 0,
+            }
+        })
+        .collect()
+}
+
+/// Groups of hosts that shared a recorded connection (each group sorted,
+/// groups sorted; overlapping groups merged, as coalescing is transitive
+/// for a browser: one address, one certificate).
+fn shared_connections(objects: &[Object], recs: &[&mewa_hint::Recorded]) -> Vec<Vec<String>> {
+    let mut by_conn: HashMap<&str, BTreeSet<&str>> = HashMap::new();
+    for (o, r) in objects.iter().zip(recs) {
+        if let Some(c) = &r.connection {
+            by_conn
+                .entry(c.as_str())
+                .or_default()
+                .insert(o.host.as_str());
+        }
+    }
+    let mut groups = Vec::new();
+    for hosts in by_conn.into_values().filter(|h| h.len() > 1) {
+        join_group(&mut groups, hosts);
+    }
+    sorted_groups(groups)
 }
 
 /// Path (and query) of an absolute URL, fragment removed, with every byte a

@@ -355,6 +355,9 @@ fn obj(
         parent,
         discovery,
         compute_ms: 0,
+        status: None,
+        think_ms: 0,
+        recorded_size: None,
     }
 }
 
@@ -503,6 +506,7 @@ fn finish(name: &str, objects: Vec<Object>, weights: Vec<f64>, total: u64) -> Pa
         name: name.to_string(),
         main: format!("http://{}/", objects[0].host),
         objects,
+        shared_connections: Vec::new(),
     };
     let floors: Vec<u64> = page
         .objects

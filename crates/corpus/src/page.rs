@@ -8,7 +8,7 @@
 //! script costs before what it discovers can be fetched (seed 001 §1:
 //! computation latency "blocks the network transmission").
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +20,10 @@ pub const MAX_OBJECT_SIZE: u64 = 100_000_000;
 /// Largest per-script computation time: 10 minutes. Longer than any page load
 /// an experiment waits for.
 pub const MAX_COMPUTE_MS: u32 = 600_000;
+
+/// Largest server think time of one response: 60 s. A recorded wait longer
+/// than that is a stalled server, not a trait of the page worth replaying.
+pub const MAX_THINK_MS: u32 = 60_000;
 
 /// How the browser learns that it needs an object, i.e. which kind of parent
 /// references it and when the reference becomes visible.
@@ -33,6 +37,9 @@ pub enum Discovery {
     Css,
     /// Fetched by the parent script after it has run for its `compute_ms`.
     Script,
+    /// The target of the parent's redirect: the parent's response is a 3xx
+    /// whose `Location` is this object's URL (recorded pages).
+    Redirect,
 }
 
 /// What an object is, derived from its content type. Decides which parents may
@@ -92,6 +99,9 @@ impl Kind {
                 self == Kind::Css && matches!(child, Kind::Image | Kind::Font | Kind::Css)
             }
             Discovery::Script => self == Kind::Script,
+            // Any response can redirect; the parent's status is checked by
+            // `Page::validate`.
+            Discovery::Redirect => true,
         }
     }
 }
@@ -119,10 +129,61 @@ pub struct Object {
     /// discovers can be fetched. 0 (and omitted on disk) otherwise.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub compute_ms: u32,
+    /// HTTP status the origin answers with; absent = 200. Recorded pages
+    /// keep their redirects (3xx, with the object's `redirect` child as
+    /// `Location`), 204s and 404s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Server think time, ms: how long the origin waits before answering
+    /// (recorded pages: the recorded wait minus the connection's round
+    /// trip). 0 and omitted otherwise.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub think_ms: u32,
+    /// The size the recording gave, when the served `size` differs from it
+    /// (a body grown to carry its references; see `convert`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_size: Option<u64>,
 }
 
 fn is_zero(v: &u32) -> bool {
     *v == 0
+}
+
+/// Adds a group of hosts to `groups`, merging every group it overlaps:
+/// coalescing is transitive for a browser (one address, one certificate).
+pub(crate) fn join_group<'a>(groups: &mut Vec<BTreeSet<&'a str>>, mut merged: BTreeSet<&'a str>) {
+    groups.retain(|g| {
+        if g.is_disjoint(&merged) {
+            true
+        } else {
+            merged.extend(g.iter().copied());
+            false
+        }
+    });
+    groups.push(merged);
+}
+
+/// Groups as owned, sorted lists (hosts within a group, groups by first
+/// host): deterministic output for files and addresses.
+pub(crate) fn sorted_groups(groups: Vec<BTreeSet<&str>>) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = groups
+        .into_iter()
+        .map(|g| g.into_iter().map(str::to_string).collect())
+        .collect();
+    out.sort();
+    out
+}
+
+/// Whether a status is a redirect that carries a `Location`.
+pub fn is_redirect(status: u16) -> bool {
+    matches!(status, 301 | 302 | 303 | 307 | 308)
+}
+
+/// Whether a browser reads references from a response with this status:
+/// only from a successful one with a body (not from a redirect, a 204 or an
+/// error page's script or style sheet).
+pub fn carries_references(status: u16) -> bool {
+    (200..300).contains(&status) && !matches!(status, 204 | 205)
 }
 
 impl Object {
@@ -134,6 +195,11 @@ impl Object {
     /// Absolute URL with the given scheme (`http` or `https`).
     pub fn url(&self, scheme: &str) -> String {
         format!("{scheme}://{}{}", self.host, self.path)
+    }
+
+    /// The status the origin answers with (200 unless recorded otherwise).
+    pub fn status(&self) -> u16 {
+        self.status.unwrap_or(200)
     }
 }
 
@@ -147,6 +213,12 @@ pub struct Page {
     pub main: String,
     /// The objects, root document included, in any order.
     pub objects: Vec<Object>,
+    /// Groups of hosts that one connection served in the recording (the
+    /// recording browser coalesced them): the lab serves each group at one
+    /// address with one certificate, every other host at its own, so a
+    /// browser coalesces exactly what it could on the real page.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_connections: Vec<Vec<String>>,
 }
 
 impl Page {
@@ -160,6 +232,19 @@ impl Page {
         self.objects.iter().find(|o| o.parent.is_none())
     }
 
+    /// The document the browser ends up showing: the root, or the end of
+    /// the root's redirect chain (a recorded `http://site/` → `https://www.site/`).
+    pub fn document(&self) -> Option<&Object> {
+        let mut cur = self.root()?;
+        for _ in 0..self.objects.len() {
+            match self.children(cur.id, Discovery::Redirect).next() {
+                Some(next) => cur = next,
+                None => break,
+            }
+        }
+        Some(cur)
+    }
+
     /// Children of `id` with the given discovery, in object order.
     pub fn children(&self, id: u32, how: Discovery) -> impl Iterator<Item = &Object> {
         self.objects
@@ -170,6 +255,15 @@ impl Page {
     /// Sum of the body sizes, bytes.
     pub fn total_bytes(&self) -> u64 {
         self.objects.iter().map(|o| o.size).sum()
+    }
+
+    /// Sum of the sizes the recording gave (equal to [`Page::total_bytes`]
+    /// unless bodies were grown to carry their references).
+    pub fn recorded_bytes(&self) -> u64 {
+        self.objects
+            .iter()
+            .map(|o| o.recorded_size.unwrap_or(o.size))
+            .sum()
     }
 
     /// Distinct hosts in object order.
@@ -252,6 +346,38 @@ impl Page {
                     format!("compute_ms {} exceeds {MAX_COMPUTE_MS}", o.compute_ms),
                 ));
             }
+            if o.think_ms > MAX_THINK_MS {
+                return Err(err(
+                    Some(o.id),
+                    format!("think_ms {} exceeds {MAX_THINK_MS}", o.think_ms),
+                ));
+            }
+            if let Some(st) = o.status {
+                if !(200..=599).contains(&st) || st == 304 {
+                    return Err(err(
+                        Some(o.id),
+                        format!("status {st} cannot be replayed (200-599, not 304)"),
+                    ));
+                }
+                if matches!(st, 204 | 205) && o.size > 0 {
+                    return Err(err(
+                        Some(o.id),
+                        format!("status {st} has no body but size is {}", o.size),
+                    ));
+                }
+            }
+        }
+        for group in &self.shared_connections {
+            for h in group {
+                if !self.objects.iter().any(|o| &o.host == h) {
+                    return Err(err(
+                        None,
+                        format!(
+                            "shared_connections names `{h}`, which serves no object of the page"
+                        ),
+                    ));
+                }
+            }
         }
         let roots: Vec<&Object> = self.objects.iter().filter(|o| o.parent.is_none()).collect();
         let root = match roots.as_slice() {
@@ -286,6 +412,33 @@ impl Page {
             let Some(p) = by_id.get(&pid) else {
                 return Err(err(Some(o.id), format!("parent {pid} does not exist")));
             };
+            // A browser follows a 3xx and reads nothing else from it.
+            let redirect_parent = is_redirect(p.status());
+            if (o.discovery == Discovery::Redirect) != redirect_parent {
+                return Err(err(
+                    Some(o.id),
+                    if redirect_parent {
+                        format!("parent {pid} is a redirect ({}): its only child must have discovery `redirect`", p.status())
+                    } else {
+                        format!(
+                            "discovery `redirect` but parent {pid} answers {}, not a 3xx",
+                            p.status()
+                        )
+                    },
+                ));
+            }
+            if !redirect_parent && !carries_references(p.status()) {
+                return Err(err(
+                    Some(o.id),
+                    format!("parent {pid} answers {}, whose body a browser does not read for references", p.status()),
+                ));
+            }
+            if redirect_parent && self.children(pid, Discovery::Redirect).nth(1).is_some() {
+                return Err(err(
+                    Some(o.id),
+                    format!("parent {pid} redirects to more than one object"),
+                ));
+            }
             if !p.kind().can_reference(o.discovery, o.kind()) {
                 return Err(err(
                     Some(o.id),
@@ -323,6 +476,7 @@ fn discovery_name(d: Discovery) -> &'static str {
         Discovery::Html => "html",
         Discovery::Css => "css",
         Discovery::Script => "script",
+        Discovery::Redirect => "redirect",
     }
 }
 
@@ -415,6 +569,25 @@ pub struct Corpus {
 }
 
 impl Corpus {
+    /// The corpus's hosts grouped as a replay serves them: hosts that a
+    /// recording saw on one connection ([`Page::shared_connections`], merged
+    /// over pages) form one group, every other host a group of its own.
+    /// Each group gets one address and one certificate, so a browser
+    /// coalesces exactly the hosts its recording did. Deterministic: hosts
+    /// sorted within a group, groups by their first host.
+    pub fn connection_groups(&self) -> Vec<Vec<String>> {
+        let mut groups = Vec::new();
+        for p in &self.pages {
+            for g in &p.shared_connections {
+                join_group(&mut groups, g.iter().map(String::as_str).collect());
+            }
+            for o in &p.objects {
+                join_group(&mut groups, std::iter::once(o.host.as_str()).collect());
+            }
+        }
+        sorted_groups(groups)
+    }
+
     /// Validates every page and checks that page names are unique.
     pub fn validate(&self) -> Result<(), PageError> {
         let mut names = HashSet::new();
@@ -495,6 +668,9 @@ mod tests {
             parent,
             discovery: d,
             compute_ms: 0,
+            status: None,
+            think_ms: 0,
+            recorded_size: None,
         }
     }
 
@@ -509,6 +685,7 @@ mod tests {
                 obj(3, "/i.png", "image/png", Some(1), Discovery::Css),
                 obj(4, "/j.png", "image/png", Some(2), Discovery::Script),
             ],
+            shared_connections: Vec::new(),
         }
     }
 

@@ -436,6 +436,7 @@ impl Store {
                 etag,
                 discovery,
                 parent,
+                recorded: Default::default(),
             });
         }
         if objects
@@ -914,6 +915,7 @@ mod tests {
                     etag: (i % 2 == 1).then(|| format!("\"e{i}\"")),
                     discovery: Discovery::ALL[i % 4],
                     parent: (i > 0).then_some(i / 2),
+                    recorded: Default::default(),
                 })
                 .collect(),
             computation_ms: Some(77),

@@ -48,6 +48,7 @@ fn page(batch: usize, i: usize) -> PageMeta {
                     Discovery::Parser
                 },
                 parent: (k > 0).then_some(0),
+                recorded: Default::default(),
             })
             .collect(),
         computation_ms: None,
@@ -184,6 +185,7 @@ fn arb_object(n: usize) -> impl Strategy<Value = ObjectMeta> {
                 etag,
                 discovery: Discovery::from_code(d),
                 parent,
+                recorded: Default::default(),
             },
         )
 }

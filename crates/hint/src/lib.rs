@@ -19,7 +19,7 @@ pub mod import;
 pub mod page;
 pub mod wire;
 
-pub use page::{Discovery, ObjectMeta, OriginRtt, PageContext, PageMeta};
+pub use page::{Discovery, ObjectMeta, OriginRtt, PageContext, PageMeta, Recorded};
 
 /// Seconds since the Unix epoch (0 if the clock is before it): the clock
 /// hints are stamped and checked with, shared by the edge and the client.

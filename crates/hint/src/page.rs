@@ -72,6 +72,52 @@ pub struct ObjectMeta {
     /// Index (into [`PageMeta::objects`]) of the object that caused this one to
     /// be requested, when known.
     pub parent: Option<usize>,
+    /// What the recording says about the exchange beyond the body (status,
+    /// redirect target, connection, timings), for replaying the page in the
+    /// lab; empty for objects that do not come from a recording.
+    #[serde(default, skip_serializing_if = "Recorded::is_empty")]
+    pub recorded: Recorded,
+}
+
+/// The parts of a recorded exchange a replay needs and a hint does not: the
+/// lab serves an imported page with the recorded status codes, redirects,
+/// connection sharing and server think time (issue 17).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recorded {
+    /// HTTP status of the response (`None`: no response was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Absolute URL a 3xx response sent the browser to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    /// The recording's id of the connection that carried the exchange
+    /// (HAR `connection`/`_socket`, CDP `connectionId`). Hosts that share
+    /// one were coalesced by the recording browser.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection: Option<String>,
+    /// Milliseconds from the request's last byte sent to the response's
+    /// first byte (HAR `timings.wait`, CDP `receiveHeadersEnd − sendEnd`):
+    /// one round trip plus the server's think time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u32>,
+    /// Milliseconds of the TCP handshake when this exchange opened its
+    /// connection (TLS excluded): one round trip to the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_ms: Option<u32>,
+}
+
+impl Recorded {
+    /// Nothing recorded (what serde leaves out).
+    pub fn is_empty(&self) -> bool {
+        *self == Recorded::default()
+    }
+
+    /// Milliseconds from a recorded timing, `None` when absent or negative
+    /// (recorders write −1 for phases that did not happen).
+    pub fn ms(v: Option<f64>) -> Option<u32> {
+        v.filter(|x| x.is_finite() && *x >= 0.0)
+            .map(|x| x.round().min(f64::from(u32::MAX)) as u32)
+    }
 }
 
 /// A page and its objects. The first object is the main document when known.
@@ -175,6 +221,7 @@ pub fn synthetic_page(
                     Discovery::Parser
                 },
                 parent: (!document).then_some(0),
+                recorded: Recorded::default(),
             }
         })
         .collect();

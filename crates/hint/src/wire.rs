@@ -920,6 +920,7 @@ mod tests {
             etag: None,
             discovery: Discovery::Parser,
             parent: None,
+            recorded: Default::default(),
         }
     }
 

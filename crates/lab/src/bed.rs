@@ -6,6 +6,7 @@
 //! with a fresh current-thread runtime, so every socket the loader opens is
 //! a client-namespace socket that crosses the link.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -20,6 +21,16 @@ use tokio::sync::oneshot;
 
 use crate::loader::{load, LoadError, LoadOptions, Resolver};
 use crate::record::LoadRecord;
+
+/// The address groups a corpus is served with: one per
+/// [`Corpus::connection_groups`] group for an imported corpus, none (every
+/// host at the origin's one address) for a generated one.
+pub fn replay_groups(corpus: &Corpus) -> Vec<Vec<String>> {
+    match corpus.provenance {
+        mewa_corpus::Provenance::Imported { .. } => corpus.connection_groups(),
+        mewa_corpus::Provenance::Generated { .. } => Vec::new(),
+    }
+}
 
 /// Namespace host names of the testbed.
 pub const CLIENT: &str = "client";
@@ -83,6 +94,8 @@ pub struct OriginSettings {
 pub struct Bed {
     topo: Option<Topology>,
     origin_ip: IpAddr,
+    /// Recorded pages: each host's own address ([`Bed::addr_of`]).
+    host_addrs: HashMap<String, IpAddr>,
     ca_cert: PathBuf,
     origin: Option<NsServer>,
 }
@@ -97,18 +110,27 @@ pub const PORT_H3: u16 = 443;
 impl Bed {
     /// Builds the namespaces and the link and starts an origin serving
     /// `corpus` on all three listeners.
+    ///
+    /// Hosts of an imported corpus (recorded pages) are served as the
+    /// real page served them, like mahimahi's ReplayShell: each group of
+    /// [`Corpus::connection_groups`] at an address of its own with a
+    /// certificate of its own, so a browser coalesces only what the
+    /// recording did. Generated corpora keep one address and one
+    /// certificate for every host.
     pub fn start(
         corpus: &Corpus,
         link: LinkConfig,
         link_options: LinkOptions,
         origin: &OriginSettings,
     ) -> Result<Bed, BedError> {
+        let groups = replay_groups(corpus);
         let topo = Topology::builder()
             .host(CLIENT)
             .host(SERVER)
             .link_with(CLIENT, SERVER, link, link_options)
+            .extra_addrs(SERVER, groups.len() as u32)
             .build()?;
-        Bed::with_origin(topo, corpus, origin)
+        Bed::with_origin(topo, corpus, origin, groups)
     }
 
     /// Seed 000's three hosts: the client behind the radio link to the
@@ -122,22 +144,31 @@ impl Bed {
         wired: LinkConfig,
         origin: &OriginSettings,
     ) -> Result<Bed, BedError> {
+        let groups = replay_groups(corpus);
         let topo = Topology::builder()
             .host(CLIENT)
             .host(EDGE)
             .host(SERVER)
             .link_with(CLIENT, EDGE, radio, radio_options)
             .link(EDGE, SERVER, wired)
+            .extra_addrs(SERVER, groups.len() as u32)
             .build()?;
-        Bed::with_origin(topo, corpus, origin)
+        Bed::with_origin(topo, corpus, origin, groups)
     }
 
     fn with_origin(
         topo: Topology,
         corpus: &Corpus,
         origin: &OriginSettings,
+        groups: Vec<Vec<String>>,
     ) -> Result<Bed, BedError> {
         let ip = topo.addr(SERVER)?;
+        let mut host_addrs = HashMap::new();
+        for (g, addr) in groups.iter().zip(topo.extra_addrs(SERVER)?) {
+            for h in g {
+                host_addrs.insert(h.clone(), IpAddr::V4(*addr));
+            }
+        }
         let any = |port| Some(SocketAddr::from(([0, 0, 0, 0], port)));
         let cfg = OriginConfig {
             plain: any(PORT_PLAIN),
@@ -150,6 +181,7 @@ impl Bed {
                 ..TcpOptions::default()
             },
             quic_congestion: None,
+            cert_groups: groups,
         };
         let ca_cert = origin.ca_dir.join(mewa_origin::tls::CA_CERT);
         let corpus = corpus.clone();
@@ -171,6 +203,7 @@ impl Bed {
         Ok(Bed {
             topo: Some(topo),
             origin_ip: IpAddr::V4(ip),
+            host_addrs,
             ca_cert,
             origin: Some(server),
         })
@@ -186,11 +219,53 @@ impl Bed {
         &self.ca_cert
     }
 
-    /// `opts` with every name resolving to the origin, the testbed's ports
-    /// and its CA.
+    /// Where the client reaches `host`: its own address for a recorded
+    /// page's host, else the origin's address.
+    pub fn addr_of(&self, host: &str) -> IpAddr {
+        self.host_addrs.get(host).copied().unwrap_or(self.origin_ip)
+    }
+
+    /// Whether hosts have addresses of their own (an imported corpus).
+    pub fn per_host(&self) -> bool {
+        !self.host_addrs.is_empty()
+    }
+
+    /// The names the client can resolve: each recorded host to its own
+    /// address and nothing else (a replayed page asking for a host its
+    /// recording never saw fails at once); for a generated corpus, every
+    /// name to the origin.
+    pub fn resolver(&self) -> Resolver {
+        if self.per_host() {
+            Resolver {
+                hosts: self.host_addrs.clone(),
+                default: None,
+            }
+        } else {
+            Resolver::all_to(self.origin_ip)
+        }
+    }
+
+    /// Chromium's `--host-resolver-rules` with the same mapping as
+    /// [`Bed::resolver`].
+    pub fn chromium_resolver_rules(&self) -> String {
+        if self.per_host() {
+            let mut rules: Vec<String> = self
+                .host_addrs
+                .iter()
+                .map(|(h, a)| format!("MAP {h} {a}"))
+                .collect();
+            rules.sort();
+            rules.push("MAP * ~NOTFOUND".into());
+            rules.join(",")
+        } else {
+            format!("MAP * {}", self.origin_ip)
+        }
+    }
+
+    /// `opts` with the testbed's names ([`Bed::resolver`]), ports and CA.
     pub fn options(&self, opts: LoadOptions) -> LoadOptions {
         LoadOptions {
-            resolver: Resolver::all_to(self.origin_ip),
+            resolver: self.resolver(),
             port_plain: PORT_PLAIN,
             port_tls: PORT_TLS,
             port_h3: PORT_H3,

@@ -16,6 +16,8 @@
 //!   progress, and the result folder with `config.json` and `meta.json`.
 //! - [`report`]: tables (text, Markdown, CSV), SVG plots, and the
 //!   [`report::Report`] trait that writes a result folder.
+//! - [`replay`]: whether a corpus (recorded pages above all) replays:
+//!   every object arrives, with the loader and with Chromium.
 //! - [`meh`]: seed 000's Mobile Edge Hint experiment — client, edge and
 //!   origin in three namespaces, each page with and without the hint.
 
@@ -28,5 +30,6 @@ pub mod loader;
 pub mod meh;
 pub mod metrics;
 pub mod record;
+pub mod replay;
 pub mod report;
 pub mod repro;

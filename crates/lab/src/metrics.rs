@@ -463,6 +463,7 @@ pub(crate) mod tests {
             first_byte_us: fb,
             end_us: end,
             status: 200,
+            expected_status: 200,
             body_bytes: chunks.iter().map(|c| c.bytes).sum(),
             header_bytes: 100,
             chunks,

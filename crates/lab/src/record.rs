@@ -111,6 +111,10 @@ pub struct ObjectTiming {
     pub end_us: Option<u64>,
     /// HTTP status code; 0 when no response arrived.
     pub status: u16,
+    /// The status the page model expects (a recorded page's 3xx, 204 or
+    /// 404; 200 otherwise). An object is fine when it got this one.
+    #[serde(default = "ok_status")]
+    pub expected_status: u16,
     /// Body bytes received.
     pub body_bytes: u64,
     /// Size of the response head as HTTP/1.1 writes it (status line and
@@ -126,10 +130,15 @@ pub struct ObjectTiming {
 }
 
 impl ObjectTiming {
-    /// Whether the object arrived completely with a 2xx status.
+    /// Whether the object arrived completely with the status the page
+    /// model expects.
     pub fn ok(&self) -> bool {
-        self.error.is_none() && self.end_us.is_some() && (200..300).contains(&self.status)
+        self.error.is_none() && self.end_us.is_some() && self.status == self.expected_status
     }
+}
+
+fn ok_status() -> u16 {
+    200
 }
 
 /// One transport connection the load opened.
@@ -191,7 +200,8 @@ pub struct LoadRecord {
 }
 
 impl LoadRecord {
-    /// Whether every object arrived with a 2xx status and nothing failed.
+    /// Whether every object arrived with its expected status and nothing
+    /// failed.
     pub fn ok(&self) -> bool {
         self.errors.is_empty() && self.done_us.is_some() && self.objects.iter().all(|o| o.ok())
     }

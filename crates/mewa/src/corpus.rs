@@ -36,8 +36,9 @@ enum Which {
         #[arg(short, long, value_name = "FILE.json")]
         output: Option<PathBuf>,
     },
-    /// Show a corpus file as a table: page, objects, hosts, KB, scripts,
-    /// compute ms.
+    /// Show a corpus file as a table: page, objects, hosts, KB served and
+    /// recorded (imported bodies may grow to carry their references), scripts,
+    /// compute ms, server think ms, responses other than 200.
     Show {
         /// The corpus file.
         file: PathBuf,
@@ -99,15 +100,42 @@ pub fn run(cmd: CorpusCmd) -> anyhow::Result<()> {
 }
 
 fn table(c: &Corpus) -> Table {
-    let mut t = Table::new(&["page", "objects", "hosts", "KB", "scripts", "compute_ms"]);
+    let mut t = Table::new(&[
+        "page",
+        "objects",
+        "hosts",
+        "KB",
+        "recorded_KB",
+        "diff_%",
+        "scripts",
+        "compute_ms",
+        "think_ms",
+        "non_200",
+    ]);
     for p in &c.pages {
+        let (served, rec) = (p.total_bytes(), p.recorded_bytes());
         t.push(vec![
             p.name.clone(),
             p.objects.len().to_string(),
             p.hosts().len().to_string(),
-            format!("{:.1}", p.total_bytes() as f64 / 1000.0),
+            format!("{:.1}", served as f64 / 1000.0),
+            format!("{:.1}", rec as f64 / 1000.0),
+            format!(
+                "{:+.2}",
+                100.0 * (served as f64 - rec as f64) / rec.max(1) as f64
+            ),
             p.scripts().to_string(),
             p.total_compute_ms().to_string(),
+            p.objects
+                .iter()
+                .map(|o| u64::from(o.think_ms))
+                .sum::<u64>()
+                .to_string(),
+            p.objects
+                .iter()
+                .filter(|o| o.status() != 200)
+                .count()
+                .to_string(),
         ]);
     }
     t

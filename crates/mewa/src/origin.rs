@@ -100,6 +100,7 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
             on_accept: None,
         },
         quic_congestion: None,
+        cert_groups: Vec::new(),
     };
     mewa_origin::run_until_ctrl_c(&corpus, config, |o| {
         let s = o.store();

@@ -46,8 +46,9 @@ async fn serve_conn(conn: quinn::Connection, store: Arc<Store>, http: Arc<HttpOp
                         let Ok((req, mut stream)) = resolver.resolve_request().await else {
                             return;
                         };
-                        if !http.think.is_zero() {
-                            tokio::time::sleep(http.think).await;
+                        let wait = crate::respond::think_time(&store, &req, &http);
+                        if !wait.is_zero() {
+                            tokio::time::sleep(wait).await;
                         }
                         let (parts, body) = respond(&store, Scheme::Https, &req, &http).into_parts();
                         if stream.send_response(Response::from_parts(parts, ())).await.is_err() {

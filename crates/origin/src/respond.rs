@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{
     ACCESS_CONTROL_ALLOW_ORIGIN, ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, ETAG, HOST,
-    IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED,
+    IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED, LOCATION,
 };
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use mewa_corpus::Scheme;
@@ -63,7 +63,10 @@ pub fn respond<B>(
         );
     }
     let path = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
-    if let Err(why) = check_request_path(path) {
+    // A path the corpus holds verbatim is served as recorded, even when it
+    // has what the checks refuse in general (recorded URLs carry `%2F`).
+    let known = store.get_exact(&host, path).is_some();
+    if let (false, Err(why)) = (known, check_request_path(path)) {
         return error(StatusCode::BAD_REQUEST, why);
     }
     let head = match *req.method() {
@@ -80,12 +83,27 @@ pub fn respond<B>(
         }
     };
     let Some(entry) = store.get(&host, path) else {
+        store
+            .misses
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return error(
             StatusCode::NOT_FOUND,
             &format!("no object `{path}` on `{host}`"),
         );
     };
     object(entry, scheme, req.headers(), head, opts)
+}
+
+/// How long the server thinks before answering `req`: the listener-wide
+/// [`HttpOptions::think`] plus the object's own (recorded) think time.
+pub fn think_time<B>(store: &Store, req: &Request<B>, opts: &HttpOptions) -> Duration {
+    let own = request_host(req)
+        .and_then(|h| {
+            let path = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+            store.get(&h, path).map(|e| e.think)
+        })
+        .unwrap_or(Duration::ZERO);
+    opts.think + own
 }
 
 /// The host the request names: `:authority` (HTTP/2, HTTP/3, absolute-form
@@ -178,16 +196,19 @@ fn object(
         // than the corpus models. Public static objects, no credentials:
         // `*` is safe.
         .header(ACCESS_CONTROL_ALLOW_ORIGIN, "*");
-    let (status, payload) = if not_modified {
+    let recorded = StatusCode::from_u16(entry.status).unwrap_or(StatusCode::OK);
+    if let Some(target) = &entry.location {
+        b = b.header(LOCATION, format!("{}://{target}", scheme.as_str()));
+    }
+    let (status, payload) = if not_modified && recorded == StatusCode::OK {
         (StatusCode::NOT_MODIFIED, Bytes::new())
+    } else if matches!(entry.status, 204 | 205) {
+        (recorded, Bytes::new())
     } else {
         b = b
             .header(CONTENT_TYPE, entry.content_type.as_str())
             .header(CONTENT_LENGTH, body.len());
-        (
-            StatusCode::OK,
-            if head { Bytes::new() } else { body.clone() },
-        )
+        (recorded, if head { Bytes::new() } else { body.clone() })
     };
     b.status(status)
         .body(payload)
@@ -332,5 +353,104 @@ mod tests {
         assert_eq!(r.status(), 200);
         assert!(r.body().is_empty());
         assert_eq!(r.headers()[CONTENT_LENGTH], o.size.to_string().as_str());
+    }
+
+    /// A recorded page's exchanges: a redirect to the document, a 204
+    /// beacon, a 404, think time, and a recorded path with `%2F`.
+    #[test]
+    fn replays_recorded_statuses_redirects_and_think_time() {
+        let mut c = generate(Preset::Accel7, 1);
+        let p = &mut c.pages[0];
+        let host = p.objects[0].host.clone();
+        let doc = p.objects[0].clone();
+        // `/` now redirects to `/home`, the old document.
+        for o in &mut p.objects {
+            o.id += 10;
+            if o.parent.is_some() {
+                o.parent = o.parent.map(|x| x + 10);
+            }
+        }
+        p.objects[0].path = "/home".into();
+        p.objects[0].parent = Some(0);
+        p.objects[0].discovery = mewa_corpus::Discovery::Redirect;
+        p.objects[0].think_ms = 40;
+        p.objects.push(mewa_corpus::Object {
+            id: 0,
+            size: 20,
+            parent: None,
+            status: Some(301),
+            ..doc.clone()
+        });
+        let doc_id = p.objects[0].id;
+        let mut extra = |id: u32, path: &str, status: u16, size: u64| {
+            p.objects.push(mewa_corpus::Object {
+                id,
+                path: path.into(),
+                size,
+                parent: Some(doc_id),
+                status: Some(status),
+                content_type: "text/plain".into(),
+                ..doc.clone()
+            })
+        };
+        extra(1, "/beacon", 204, 0);
+        extra(2, "/gone", 404, 50);
+        extra(3, "/a%2Fb", 200, 7);
+        c.validate().unwrap();
+        let s = Store::new(&c).unwrap();
+        let opts = HttpOptions::default();
+        let r = respond(&s, Scheme::Https, &get(&host, "/"), &opts);
+        assert_eq!(r.status(), 301);
+        assert_eq!(
+            r.headers()[LOCATION],
+            format!("https://{host}/home").as_str()
+        );
+        assert_eq!(r.body().len(), 20);
+        let r = respond(&s, Scheme::Http, &get(&host, "/"), &opts);
+        assert_eq!(
+            r.headers()[LOCATION],
+            format!("http://{host}/home").as_str()
+        );
+        assert_eq!(
+            respond(&s, Scheme::Https, &get(&host, "/home"), &opts).status(),
+            200
+        );
+        let r = respond(&s, Scheme::Https, &get(&host, "/beacon"), &opts);
+        assert_eq!((r.status().as_u16(), r.body().len()), (204, 0));
+        assert!(r.headers().get(CONTENT_LENGTH).is_none());
+        let r = respond(&s, Scheme::Https, &get(&host, "/gone"), &opts);
+        assert_eq!((r.status().as_u16(), r.body().len()), (404, 50));
+        // Recorded verbatim, so served; an unrecorded `%2F` path is refused.
+        assert_eq!(
+            respond(&s, Scheme::Https, &get(&host, "/a%2Fb"), &opts).status(),
+            200
+        );
+        assert_eq!(
+            respond(&s, Scheme::Https, &get(&host, "/x%2Fy"), &opts).status(),
+            400
+        );
+        // Unrecorded URLs: a fast 404, counted.
+        let before = s.misses.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(
+            respond(&s, Scheme::Https, &get(&host, "/nope"), &opts).status(),
+            404
+        );
+        assert_eq!(
+            s.misses.load(std::sync::atomic::Ordering::Relaxed),
+            before + 1
+        );
+        // Think time: the object's own plus the listener's.
+        let think = HttpOptions {
+            think: Duration::from_millis(5),
+            ..HttpOptions::default()
+        };
+        assert_eq!(
+            think_time(&s, &get(&host, "/home"), &think),
+            Duration::from_millis(45)
+        );
+        assert_eq!(
+            think_time(&s, &get(&host, "/"), &think),
+            Duration::from_millis(5)
+        );
     }
 }

@@ -19,7 +19,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
-use crate::respond::{respond, HttpOptions};
+use crate::respond::{respond, think_time, HttpOptions};
 use crate::store::{Store, StoreError};
 use crate::tcp::{bind_tcp, AcceptHook, TcpError, TcpOptions};
 use crate::tls::{Ca, Certs, TlsError};
@@ -48,6 +48,11 @@ pub struct OriginConfig {
     pub tcp: TcpOptions,
     /// The QUIC congestion controller; `None` keeps quinn's default (Cubic).
     pub quic_congestion: Option<QuicCongestion>,
+    /// Groups of hosts that each get their own certificate (chosen by SNI),
+    /// so a browser coalesces connections only within a group; empty: one
+    /// certificate names every host. The lab gives each group of a recorded
+    /// page its own address and certificate ([`mewa_corpus::Corpus::connection_groups`]).
+    pub cert_groups: Vec<Vec<String>>,
 }
 
 impl std::fmt::Debug for OriginConfig {
@@ -137,7 +142,7 @@ impl Origin {
         let store = Arc::new(Store::new(corpus)?);
         let certs = if config.tls.is_some() || config.h3.is_some() {
             let ca = Ca::load_or_create(&config.ca_dir)?;
-            Some(ca.issue(&store.hosts())?)
+            Some(ca.issue_grouped(&store.hosts(), &config.cert_groups)?)
         } else {
             None
         };
@@ -360,9 +365,12 @@ async fn serve_h2<I>(io: I, scheme: Scheme, ctx: &Ctx)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    crate::h2::serve_connection(io, ctx.h2.clone(), ctx.http.think, |req| {
-        respond(&ctx.store, scheme, req, &ctx.http)
-    })
+    crate::h2::serve_connection(
+        io,
+        ctx.h2.clone(),
+        |req| think_time(&ctx.store, req, &ctx.http),
+        |req| respond(&ctx.store, scheme, req, &ctx.http),
+    )
     .await;
 }
 
@@ -391,8 +399,9 @@ where
                 }
             }
             let req = hyper::Request::from_parts(parts, ());
-            if !c.http.think.is_zero() {
-                tokio::time::sleep(c.http.think).await;
+            let wait = think_time(&c.store, &req, &c.http);
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
             }
             Ok::<_, Infallible>(respond(&c.store, scheme, &req, &c.http).map(Full::new))
         }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use mewa_corpus::{body, BodyError, Corpus, Scheme};
+use mewa_corpus::{body, BodyError, Corpus, Discovery, Scheme};
 
 /// `Last-Modified` of every object unless configured: 2024-01-01T00:00:00Z.
 /// A fixed instant keeps responses byte-identical from run to run, so that
@@ -54,6 +54,13 @@ pub struct Entry {
     pub etag_https: String,
     /// `Last-Modified`.
     pub last_modified: SystemTime,
+    /// Status of the response (a recorded page's 3xx, 204, 404…; else 200).
+    pub status: u16,
+    /// For a redirect: `host` + `path` of its target, written as the
+    /// `Location` with the listener's scheme.
+    pub location: Option<String>,
+    /// Server think time before this response (recorded pages).
+    pub think: Duration,
 }
 
 impl Entry {
@@ -76,6 +83,9 @@ pub struct Store {
     pub duplicates: usize,
     /// Total bytes held (both schemes, shared bodies counted once).
     pub bytes: u64,
+    /// Requests for a URL the corpus does not have (answered 404 at once):
+    /// a replayed page asking for something its recording never fetched.
+    pub misses: std::sync::atomic::AtomicU64,
 }
 
 impl Store {
@@ -119,6 +129,12 @@ impl Store {
                         body_http: http,
                         body_https: https,
                         last_modified,
+                        status: o.status(),
+                        location: page
+                            .children(o.id, Discovery::Redirect)
+                            .next()
+                            .map(|t| format!("{}{}", t.host, t.path)),
+                        think: Duration::from_millis(u64::from(o.think_ms)),
                     },
                 );
             }
@@ -148,6 +164,11 @@ impl Store {
         paths
             .get(path)
             .or_else(|| paths.get(path.split_once('?')?.0))
+    }
+
+    /// The object at exactly `host` + `path` (query included).
+    pub fn get_exact(&self, host: &str, path: &str) -> Option<&Entry> {
+        self.hosts.get(host)?.get(path)
     }
 
     /// Number of objects served.

@@ -94,6 +94,11 @@ pub struct Certs {
     pub leaf_spki_sha256: String,
     /// The names in the leaf's SAN.
     pub names: Vec<String>,
+    /// Per-group leaves (same key as `chain`'s): a client naming one of a
+    /// group's hosts (SNI) gets that group's certificate, which covers no
+    /// other host, so a browser coalesces only within a group. Empty: every
+    /// client gets `chain`.
+    pub groups: Vec<(Vec<String>, Vec<CertificateDer<'static>>)>,
 }
 
 impl Ca {
@@ -132,12 +137,51 @@ impl Ca {
     /// Issues a leaf certificate for `hosts` (valid from a day ago for a
     /// year, within what browsers accept) signed by this CA.
     pub fn issue(&self, hosts: &[&str]) -> Result<Certs, TlsError> {
+        self.issue_grouped(hosts, &[])
+    }
+
+    /// [`Ca::issue`], plus one leaf per group of hosts in `groups` (chosen
+    /// by SNI; see [`Certs::groups`]). All leaves share the leaf key, so
+    /// one SPKI hash trusts them all.
+    pub fn issue_grouped(&self, hosts: &[&str], groups: &[Vec<String>]) -> Result<Certs, TlsError> {
         let leaf_key = load_or_create_key(&self.dir.join(LEAF_KEY))?;
         let mut names: Vec<String> = hosts.iter().map(|h| (*h).to_owned()).collect();
         names.push("localhost".into());
         names.sort();
         names.dedup();
-        let mut params = CertificateParams::new(names.clone())?;
+        // The CA certificate as stored (the one clients trust).
+        let ca_pem = std::fs::read(&self.cert_path).map_err(|error| TlsError::Io {
+            path: self.cert_path.clone(),
+            error,
+        })?;
+        let ca_der = CertificateDer::from(
+            pem_to_der(&ca_pem)
+                .ok_or_else(|| TlsError::Cert(rcgen::Error::CouldNotParseCertificate))?,
+        );
+        let leaf = self.leaf(&names, &leaf_key)?;
+        let mut group_chains = Vec::with_capacity(groups.len());
+        for g in groups {
+            let der = self.leaf(g, &leaf_key)?;
+            group_chains.push((g.clone(), vec![der, ca_der.clone()]));
+        }
+        Ok(Certs {
+            chain: vec![leaf, ca_der],
+            key: PrivatePkcs8KeyDer::from(leaf_key.serialize_der()),
+            ca_cert_path: self.cert_path.clone(),
+            ca_spki_sha256: self.spki_sha256.clone(),
+            leaf_spki_sha256: spki_sha256(&leaf_key),
+            names,
+            groups: group_chains,
+        })
+    }
+
+    /// One leaf for `names` (plus the loopback addresses) signed by the CA.
+    fn leaf(
+        &self,
+        names: &[String],
+        leaf_key: &KeyPair,
+    ) -> Result<CertificateDer<'static>, TlsError> {
+        let mut params = CertificateParams::new(names.to_vec())?;
         for ip in ["127.0.0.1", "::1"] {
             if let Ok(ip) = ip.parse::<IpAddr>() {
                 params.subject_alt_names.push(SanType::IpAddress(ip));
@@ -155,22 +199,26 @@ impl Ca {
         let (y, m, d) = ymd(now + Duration::from_secs(365 * 86_400));
         params.not_after = rcgen::date_time_ymd(y, m, d);
         let issuer = Issuer::new(ca_params(), &self.key);
-        let leaf = params.signed_by(&leaf_key, &issuer)?;
-        // The CA certificate as stored (the one clients trust).
-        let ca_pem = std::fs::read(&self.cert_path).map_err(|error| TlsError::Io {
-            path: self.cert_path.clone(),
-            error,
-        })?;
-        let ca_der = pem_to_der(&ca_pem)
-            .ok_or_else(|| TlsError::Cert(rcgen::Error::CouldNotParseCertificate))?;
-        Ok(Certs {
-            chain: vec![leaf.der().clone(), CertificateDer::from(ca_der)],
-            key: PrivatePkcs8KeyDer::from(leaf_key.serialize_der()),
-            ca_cert_path: self.cert_path.clone(),
-            ca_spki_sha256: self.spki_sha256.clone(),
-            leaf_spki_sha256: spki_sha256(&leaf_key),
-            names,
-        })
+        Ok(params.signed_by(leaf_key, &issuer)?.der().clone())
+    }
+}
+
+/// Picks a leaf by SNI: the group naming the host, else the all-hosts leaf.
+#[derive(Debug)]
+struct BySni {
+    all: Arc<rustls::sign::CertifiedKey>,
+    by_host: std::collections::HashMap<String, Arc<rustls::sign::CertifiedKey>>,
+}
+
+impl rustls::server::ResolvesServerCert for BySni {
+    fn resolve(
+        &self,
+        hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let named = hello
+            .server_name()
+            .and_then(|n| self.by_host.get(&n.to_ascii_lowercase()));
+        Some(named.unwrap_or(&self.all).clone())
     }
 }
 
@@ -222,15 +270,36 @@ impl Certs {
         &self,
         versions: &[&'static rustls::SupportedProtocolVersion],
     ) -> Result<rustls::ServerConfig, TlsError> {
-        Ok(rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_protocol_versions(versions)?
-        .with_no_client_auth()
-        .with_single_cert(
-            self.chain.clone(),
-            PrivateKeyDer::Pkcs8(self.key.clone_key()),
-        )?)
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let b = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(versions)?
+            .with_no_client_auth();
+        if self.groups.is_empty() {
+            return Ok(b.with_single_cert(
+                self.chain.clone(),
+                PrivateKeyDer::Pkcs8(self.key.clone_key()),
+            )?);
+        }
+        let signer = provider
+            .key_provider
+            .load_private_key(PrivateKeyDer::Pkcs8(self.key.clone_key()))?;
+        let certified = |chain: &[CertificateDer<'static>]| {
+            Arc::new(rustls::sign::CertifiedKey::new(
+                chain.to_vec(),
+                signer.clone(),
+            ))
+        };
+        let mut by_host = std::collections::HashMap::new();
+        for (hosts, chain) in &self.groups {
+            let ck = certified(chain);
+            for h in hosts {
+                by_host.insert(h.to_ascii_lowercase(), ck.clone());
+            }
+        }
+        Ok(b.with_cert_resolver(Arc::new(BySni {
+            all: certified(&self.chain),
+            by_host,
+        })))
     }
 }
 

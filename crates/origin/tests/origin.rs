@@ -613,3 +613,38 @@ async fn h2spec_passes_on_h2c_and_tls() {
     let _ = o;
     r.stop().await;
 }
+
+/// With certificate groups, each group's hosts get a leaf of their own by
+/// SNI (verified for that host by the client), so a browser cannot
+/// coalesce across groups.
+#[tokio::test]
+async fn certificate_groups_are_chosen_by_sni() {
+    let corpus = generate(Preset::Accel7, 1);
+    let hosts = corpus.pages[0].hosts();
+    let (a, b) = (hosts[0].to_string(), hosts[1].to_string());
+    let cfg = OriginConfig {
+        cert_groups: vec![vec![a.clone()], vec![b.clone()]],
+        ..config("sni")
+    };
+    let r = start(&corpus, cfg).await;
+    let leaf = |name: String| {
+        let r = &r;
+        async move {
+            let c = mewa_origin::tls::client_config([r.ca_der.clone()], &[b"h2"]).unwrap();
+            let tcp = TcpStream::connect(r.tls).await.unwrap();
+            let sni = rustls::pki_types::ServerName::try_from(name).unwrap();
+            tokio_rustls::TlsConnector::from(Arc::new(c))
+                .connect(sni, tcp)
+                .await
+                .map(|s| s.get_ref().1.peer_certificates().unwrap()[0].clone())
+        }
+    };
+    let (leaf_a, leaf_b) = (
+        leaf(a.clone()).await.unwrap(),
+        leaf(b.clone()).await.unwrap(),
+    );
+    assert_ne!(leaf_a, leaf_b, "each group has its own leaf");
+    // The all-hosts leaf still answers names outside every group.
+    assert!(leaf("localhost".into()).await.is_ok());
+    r.stop().await;
+}

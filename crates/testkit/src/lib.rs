@@ -85,6 +85,7 @@ pub fn origin_config(ca_dir: PathBuf) -> OriginConfig {
         http: HttpOptions::default(),
         tcp: TcpOptions::default(),
         quic_congestion: None,
+        cert_groups: Vec::new(),
     }
 }
 

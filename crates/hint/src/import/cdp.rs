@@ -12,7 +12,7 @@ use super::util::{
     is_network_url, mime_essence, stack_url, str_of, type_name, Ctx, SizeBasis, Tally, UrlIndex,
 };
 use super::{parse_json, ImportError, ImportReport, MissingSize};
-use crate::page::{host_of, strip_fragment, Discovery, ObjectMeta, PageMeta};
+use crate::page::{host_of, strip_fragment, Discovery, ObjectMeta, PageMeta, Recorded};
 
 /// Imports a DevTools event log (optionally gzip-compressed): a JSON array of
 /// `{method, params}` events, or an object holding one under `log` or
@@ -111,6 +111,7 @@ struct RespInfo {
     headers_text_len: Option<u64>,
     estimate: u64,
     from_cache: bool,
+    recorded: Recorded,
 }
 
 /// The events of a log: a bare array, or under `log`/`events`.
@@ -375,6 +376,7 @@ impl RequestLog {
                     o.content_type = info.mime;
                     o.last_modified = info.last_modified;
                     o.etag = info.etag;
+                    o.recorded = info.recorded;
                 }
             }
             "Network.dataReceived" => {
@@ -476,6 +478,10 @@ impl RequestLog {
                         o.content_type = info.mime.clone();
                         o.last_modified = info.last_modified.clone();
                         o.etag = info.etag.clone();
+                        o.recorded = Recorded {
+                            location: Some(url.clone()),
+                            ..info.recorded.clone()
+                        };
                     }
                 }
                 prev = Some(h);
@@ -556,6 +562,7 @@ impl RequestLog {
             etag: None,
             discovery,
             parent,
+            recorded: Recorded::default(),
         });
         let hop_no = prev
             .and_then(|h| self.hops.get(h))
@@ -739,7 +746,38 @@ fn resp_info(ctx: &Ctx<'_>, i: usize, name: &str, r: &Value) -> Result<RespInfo,
             .filter(|l| *l > 0),
         estimate: estimate as u64,
         from_cache,
+        recorded: cdp_recorded(r),
     })
+}
+
+/// The replay facts of a response ([`Recorded`]; the redirect target is
+/// filled in by the next hop). Read leniently, like the HAR importer.
+fn cdp_recorded(r: &Value) -> Recorded {
+    let timing = |k: &str| {
+        r.get("timing")
+            .and_then(|t| t.get(k))
+            .and_then(Value::as_f64)
+            .filter(|v| *v >= 0.0)
+    };
+    let connection = match r.get("connectionId") {
+        Some(Value::Number(n)) if n.as_f64() != Some(0.0) => Some(n.to_string()),
+        Some(Value::String(s)) if !s.is_empty() && s != "0" => Some(s.clone()),
+        _ => None,
+    };
+    let span = |a: &str, b: &str| Some(timing(b)? - timing(a)?).filter(|d| *d >= 0.0);
+    let tls = span("sslStart", "sslEnd").unwrap_or(0.0);
+    Recorded {
+        status: r
+            .get("status")
+            .and_then(Value::as_f64)
+            .filter(|s| (100.0..1000.0).contains(s))
+            .map(|s| s as u16),
+        location: None,
+        connection,
+        wait_ms: Recorded::ms(span("sendEnd", "receiveHeadersEnd")),
+        connect_ms: Recorded::ms(span("connectStart", "connectEnd").map(|c| (c - tls).max(0.0)))
+            .filter(|c| *c > 0),
+    }
 }
 
 #[cfg(test)]

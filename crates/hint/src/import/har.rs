@@ -11,7 +11,7 @@ use super::util::{
     SizeBasis, Tally, UrlIndex,
 };
 use super::{parse_json, ImportError, ImportReport, MissingSize};
-use crate::page::{host_of, strip_fragment, Discovery, ObjectMeta, PageMeta};
+use crate::page::{host_of, strip_fragment, Discovery, ObjectMeta, PageMeta, Recorded};
 
 /// Imports a HAR 1.2 file (optionally gzip-compressed): one [`PageMeta`] per
 /// HAR page.
@@ -77,6 +77,7 @@ struct Entry {
     resource_type: Option<String>,
     initiator_type: Option<String>,
     initiator_url: Option<String>,
+    recorded: Recorded,
 }
 
 /// A group of entries sharing a `pageref`.
@@ -344,6 +345,7 @@ fn parse_entry(
     if let Some(t) = str_of(raw, "_initiator_type") {
         initiator_type = Some(t.to_string());
     }
+    let recorded = har_recorded(raw, status, redirect_url.as_deref());
 
     Ok((
         pageref,
@@ -361,8 +363,44 @@ fn parse_entry(
             resource_type: str_of(raw, "_resourceType").map(str::to_ascii_lowercase),
             initiator_type,
             initiator_url,
+            recorded,
         }),
     ))
+}
+
+/// The replay facts of an entry ([`Recorded`]). Read leniently: a timing
+/// of the wrong type is left out rather than failing an import whose
+/// sizes and tree are sound.
+fn har_recorded(raw: &Value, status: Option<i64>, redirect_url: Option<&str>) -> Recorded {
+    let timing = |k: &str| {
+        raw.get("timings")
+            .and_then(|t| t.get(k))
+            .and_then(Value::as_f64)
+    };
+    let connection = match raw.get("connection").or_else(|| raw.get("_socket")) {
+        Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_string()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    // HAR 1.2: `connect` includes `ssl`; the handshake round trip is the rest.
+    let connect = timing("connect")
+        .filter(|c| *c >= 0.0)
+        .map(|c| match timing("ssl") {
+            Some(tls) if tls >= 0.0 && tls <= c => c - tls,
+            _ => c,
+        });
+    let status = status
+        .and_then(|s| u16::try_from(s).ok())
+        .filter(|s| *s > 0);
+    Recorded {
+        status,
+        location: redirect_url
+            .filter(|_| status.is_some_and(|s| (300..400).contains(&s)))
+            .map(|u| strip_fragment(u).to_string()),
+        connection,
+        wait_ms: Recorded::ms(timing("wait")),
+        connect_ms: Recorded::ms(connect).filter(|c| *c > 0),
+    }
 }
 
 /// The HAR size rule documented on [`import_har`].
@@ -493,6 +531,7 @@ fn build_page(input: &str, group: Group, report: &mut ImportReport) -> Result<()
             etag: e.etag,
             discovery,
             parent,
+            recorded: e.recorded,
         });
     }
     let label = format!("page {} ({page_url})", report.pages.len() + 1);

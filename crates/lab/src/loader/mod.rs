@@ -383,6 +383,12 @@ pub async fn load(page: &Page, opts: &LoadOptions) -> Result<LoadRecord, LoadErr
                     continue;
                 }
                 let Some(obj) = page.object(id) else { continue };
+                for child in page.children(id, Discovery::Redirect) {
+                    spawn_fetch(&mut tasks, &mut pending, child.clone());
+                }
+                if !mewa_corpus::page::carries_references(obj.status()) {
+                    continue;
+                }
                 match obj.kind() {
                     kind @ (Kind::Html | Kind::Css) => {
                         let how = if kind == Kind::Html {
@@ -447,6 +453,9 @@ mod tests {
             parent: Some(0),
             discovery: Discovery::Html,
             compute_ms: 0,
+            status: None,
+            think_ms: 0,
+            recorded_size: None,
         }
     }
 

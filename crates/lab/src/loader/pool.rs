@@ -108,6 +108,7 @@ pub(crate) fn unstarted(object: &Object, scheme: &str, discovered_us: u64) -> Ob
         first_byte_us: None,
         end_us: None,
         status: 0,
+        expected_status: object.status(),
         body_bytes: 0,
         header_bytes: 0,
         chunks: Vec::new(),
@@ -436,8 +437,11 @@ impl Shared {
 
     fn on_end(&self, t: &mut ObjectTiming) {
         t.end_us = Some(self.now_us());
-        if !(200..300).contains(&t.status) {
-            t.error = Some(format!("HTTP status {}", t.status));
+        if t.status != t.expected_status {
+            t.error = Some(format!(
+                "HTTP status {} (the page expects {})",
+                t.status, t.expected_status
+            ));
         }
     }
 
@@ -565,6 +569,9 @@ mod tests {
             parent: Some(0),
             discovery: Discovery::Html,
             compute_ms: 0,
+            status: None,
+            think_ms: 0,
+            recorded_size: None,
         }
     }
 

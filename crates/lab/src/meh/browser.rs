@@ -29,6 +29,40 @@ pub const HEADLESS_FLAGS: [&str; 7] = [
     "--disable-sync",
 ];
 
+/// `cmd` (Chromium in a namespace) set up for one headless page load: a
+/// fresh profile at `profile`, its NetLog to `netlog`, certificates with
+/// the lab's leaf key trusted by SPKI, the DOM dumped when the page settles.
+/// Add the page's URL last.
+pub(crate) fn headless_load<'c>(
+    cmd: &'c mut std::process::Command,
+    profile: &std::path::Path,
+    netlog: &std::path::Path,
+    certs: &mewa_origin::Certs,
+) -> &'c mut std::process::Command {
+    cmd.args(HEADLESS_FLAGS)
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!(
+            "--ignore-certificate-errors-spki-list={}",
+            certs.leaf_spki_sha256
+        ))
+        .arg(format!("--log-net-log={}", netlog.display()))
+        .arg("--virtual-time-budget=30000")
+        .arg("--dump-dom")
+}
+
+/// Why Chromium failed, in one line: its exit status and the last line
+/// it wrote to standard error.
+pub(crate) fn exit_failure(o: &std::process::Output) -> String {
+    format!(
+        "chromium exited with {}: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+            .lines()
+            .last()
+            .unwrap_or("")
+    )
+}
+
 /// One page load by headless Chromium through the local proxy.
 #[derive(Debug, Clone, Serialize)]
 pub struct BrowserRun {
@@ -139,21 +173,16 @@ pub fn browser_runs(
                 )?;
                 let profile = work_dir.join(format!("profile-{}-{r}-{with_hint}", page.name));
                 let netlog = work_dir.join(format!("{}-{r}-{with_hint}.netlog.json", page.name));
-                let result = topo
-                    .command(crate::bed::CLIENT, chromium)?
-                    .args(HEADLESS_FLAGS)
-                    .arg("--disable-http-cache")
-                    .arg(format!("--user-data-dir={}", profile.display()))
-                    .arg(format!("--proxy-server=https://127.0.0.1:{port}"))
-                    .arg(format!(
-                        "--ignore-certificate-errors-spki-list={}",
-                        certs.leaf_spki_sha256
-                    ))
-                    .arg(format!("--log-net-log={}", netlog.display()))
-                    .arg("--virtual-time-budget=30000")
-                    .arg("--dump-dom")
-                    .arg(&page.main)
-                    .output();
+                let result = headless_load(
+                    &mut topo.command(crate::bed::CLIENT, chromium)?,
+                    &profile,
+                    &netlog,
+                    &certs,
+                )
+                .arg("--disable-http-cache")
+                .arg(format!("--proxy-server=https://127.0.0.1:{port}"))
+                .arg(&page.main)
+                .output();
                 proxy.stop();
                 let n = n_rx.try_recv().unwrap_or(0);
                 let (times, error) = match result {
@@ -164,17 +193,7 @@ pub fn browser_runs(
                         Ok(t) => (Some(t), None),
                         Err(e) => (None, Some(e)),
                     },
-                    Ok(o) => (
-                        None,
-                        Some(format!(
-                            "chromium exited with {}: {}",
-                            o.status,
-                            String::from_utf8_lossy(&o.stderr)
-                                .lines()
-                                .last()
-                                .unwrap_or("")
-                        )),
-                    ),
+                    Ok(o) => (None, Some(exit_failure(&o))),
                     Err(e) => (None, Some(format!("starting {}: {e}", chromium.display()))),
                 };
                 let _ = std::fs::remove_dir_all(&profile);

@@ -45,10 +45,9 @@ pub(crate) fn start_edge(
     config.monitor.port = PORT_PLAIN;
     config.monitor.every_s = 5;
     config.hint.ttl_s = 3600;
-    let origin = bed.origin_ip();
     for p in &corpus.pages {
         for h in p.hosts() {
-            config.zone.insert(h.to_string(), vec![origin]);
+            config.zone.insert(h.to_string(), vec![bed.addr_of(h)]);
         }
     }
     let main_host = corpus

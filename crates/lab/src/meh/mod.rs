@@ -24,7 +24,7 @@
 //! - `netlog`: reading a load out of Chromium's NetLog;
 //! - `report`: tables, plots and the Markdown report.
 
-mod browser;
+pub(crate) mod browser;
 mod config;
 mod edge;
 mod netlog;
@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 
 pub use browser::{BrowserRun, HEADLESS_FLAGS};
 pub use config::{Dispatch, Policy, RadioLink, Setup};
-pub use netlog::{netlog_times, NetlogError, NetlogTimes};
+pub use netlog::{netlog_requests, netlog_times, NetlogError, NetlogRequests, NetlogTimes};
 pub use pairs::{plan_bdp_bytes, run_setup, PlanAssign, PULL_FLOOR_BYTES, TRACE_STRIDE_MS};
 pub use report::MehReport;
 pub use summary::{fig8_pages, full_hint_bytes, summarise, MehPage, MehResult, MehRun};

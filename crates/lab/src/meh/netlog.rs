@@ -18,6 +18,40 @@ pub enum NetlogError {
     NoRequest(String),
 }
 
+/// A NetLog read, with the two constants every question needs.
+struct Parsed {
+    json: serde_json::Value,
+    /// Event type `URL_REQUEST_START_JOB` (one per job, redirects included).
+    start: u64,
+    /// Source type `URL_REQUEST`.
+    url_request: u64,
+}
+
+impl Parsed {
+    fn read(netlog: &[u8]) -> Result<Parsed, NetlogError> {
+        let json: serde_json::Value =
+            serde_json::from_slice(netlog).map_err(|e| NetlogError::NotJson(e.to_string()))?;
+        let c = &json["constants"];
+        let start = c["logEventTypes"]["URL_REQUEST_START_JOB"]
+            .as_u64()
+            .ok_or(NetlogError::Missing("URL_REQUEST_START_JOB"))?;
+        let url_request = c["logSourceType"]["URL_REQUEST"]
+            .as_u64()
+            .ok_or(NetlogError::Missing("the URL_REQUEST source type"))?;
+        Ok(Parsed {
+            json,
+            start,
+            url_request,
+        })
+    }
+
+    fn events(&self) -> Result<&Vec<serde_json::Value>, NetlogError> {
+        self.json["events"]
+            .as_array()
+            .ok_or(NetlogError::Missing("events"))
+    }
+}
+
 /// A page's load in a Chromium NetLog (seconds from the start of the
 /// request for the page's URL).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -38,21 +72,9 @@ pub struct NetlogTimes {
 /// `/favicon.ico` after the page; counting those added about 0.3 s to every
 /// browser load, with or without the hint, and shrank the reduction.
 pub fn netlog_times(netlog: &[u8], page: &Page) -> Result<NetlogTimes, NetlogError> {
-    let v: serde_json::Value =
-        serde_json::from_slice(netlog).map_err(|e| NetlogError::NotJson(e.to_string()))?;
-    let c = &v["constants"];
-    let start = c["logEventTypes"]["URL_REQUEST_START_JOB"]
-        .as_u64()
-        .ok_or(NetlogError::Missing("URL_REQUEST_START_JOB"))?;
-    let url_request = c["logSourceType"]["URL_REQUEST"]
-        .as_u64()
-        .ok_or(NetlogError::Missing("the URL_REQUEST source type"))?;
-    let events = v["events"]
-        .as_array()
-        .ok_or(NetlogError::Missing("events"))?;
-    let scheme = page.main.split("://").next().unwrap_or("http");
-    let mine: std::collections::HashSet<String> =
-        page.objects.iter().map(|o| o.url(scheme)).collect();
+    let v = Parsed::read(netlog)?;
+    let (start, url_request, events) = (v.start, v.url_request, v.events()?);
+    let mine: std::collections::HashSet<String> = page.objects.iter().map(|o| o.url("")).collect();
     let time = |e: &serde_json::Value| e["time"].as_str().and_then(|t| t.parse::<f64>().ok());
     // The URL of each request, from its start event (a request's first
     // events come before it, so this is a pass of its own).
@@ -66,13 +88,13 @@ pub fn netlog_times(netlog: &[u8], page: &Page) -> Result<NetlogTimes, NetlogErr
         else {
             continue;
         };
-        if !mine.contains(url) {
+        if !mine.contains(&without_scheme(url)) {
             continue;
         }
         url_of.entry(id).or_insert(url);
         if let Some(t) = time(e) {
             asked = asked.max(t);
-            if url == page.main {
+            if without_scheme(url) == without_scheme(&page.main) {
                 first = first.min(t);
             }
         }
@@ -94,6 +116,110 @@ pub fn netlog_times(netlog: &[u8], page: &Page) -> Result<NetlogTimes, NetlogErr
         plt_s: (last - first) / 1000.0,
         requested_s: (asked.max(first) - first) / 1000.0,
     })
+}
+
+/// Which requests a Chromium NetLog shows, against a page's objects.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetlogRequests {
+    /// Page URLs requested whose requests ended without a network error,
+    /// with the HTTP status of their response when the NetLog has it.
+    pub arrived: std::collections::BTreeMap<String, Option<u16>>,
+    /// Page URLs whose request failed, with Chromium's `net_error`.
+    pub failed: Vec<(String, i64)>,
+    /// Requests on the page's hosts for URLs the page does not have (a
+    /// recording's gaps, or Chromium's own `/favicon.ico`).
+    pub unrecorded: Vec<String>,
+}
+
+/// `://host/path` of a URL: pages are matched whatever the scheme, as
+/// Chromium upgrades `http://` to `https://` for HSTS-preloaded sites
+/// (`www.wikipedia.org` and its subdomains) before any request.
+fn without_scheme(url: &str) -> String {
+    match url.split_once("://") {
+        Some((_, rest)) => format!("://{rest}"),
+        None => url.to_string(),
+    }
+}
+
+/// One URL_REQUEST source of a NetLog.
+#[derive(Default)]
+struct Job {
+    urls: Vec<String>,
+    statuses: Vec<Option<u16>>,
+    error: Option<i64>,
+}
+
+/// The page's requests in a NetLog: which of its objects arrived, which
+/// failed, and what was asked for beyond them. A redirect's hops each
+/// start a job of their own, so every hop counts.
+pub fn netlog_requests(netlog: &[u8], page: &Page) -> Result<NetlogRequests, NetlogError> {
+    let v = Parsed::read(netlog)?;
+    let (start, url_request, events) = (v.start, v.url_request, v.events()?);
+    let headers_read =
+        v.json["constants"]["logEventTypes"]["HTTP_TRANSACTION_READ_RESPONSE_HEADERS"].as_u64();
+    let mine: std::collections::HashSet<String> = page.objects.iter().map(|o| o.url("")).collect();
+    // Per source: the URLs its jobs started, the statuses of the responses
+    // it read (one per hop), and its network error.
+    let mut jobs: HashMap<u64, Job> = HashMap::new();
+    for e in events {
+        if e["source"]["type"].as_u64() != Some(url_request) {
+            continue;
+        }
+        let Some(id) = e["source"]["id"].as_u64() else {
+            continue;
+        };
+        let entry = jobs.entry(id).or_default();
+        if e["type"].as_u64() == Some(start) {
+            if let Some(url) = e["params"]["url"].as_str() {
+                entry.urls.push(url.to_string());
+            }
+        }
+        if headers_read.is_some() && e["type"].as_u64() == headers_read {
+            // `["HTTP/1.1 302", "location: …", …]` (Chromium writes a
+            // status line for HTTP/2 and HTTP/3 too).
+            let status = e["params"]["headers"]
+                .as_array()
+                .and_then(|h| h.first())
+                .and_then(serde_json::Value::as_str)
+                .and_then(|line| line.split_whitespace().nth(1))
+                .and_then(|code| code.parse::<u16>().ok());
+            entry.statuses.push(status);
+        }
+        if let Some(err) = e["params"]["net_error"].as_i64().filter(|e| *e < 0) {
+            entry.error = Some(err);
+        }
+    }
+    let hosts: std::collections::HashSet<&str> = page.hosts().into_iter().collect();
+    let mut out = NetlogRequests::default();
+    for job in jobs.into_values() {
+        let Job {
+            urls,
+            statuses,
+            error: err,
+        } = job;
+        let last = urls.len().saturating_sub(1);
+        for (i, url) in urls.into_iter().enumerate() {
+            let status = statuses.get(i).copied().flatten();
+            if !mine.contains(&without_scheme(&url)) {
+                // Only the page's own hosts: Chromium's background checks
+                // (update, time, accounts) go elsewhere and are not the page's.
+                if mewa_hint::page::host_of(&url).is_some_and(|h| hosts.contains(h.as_str())) {
+                    out.unrecorded.push(url);
+                }
+                continue;
+            }
+            // Only the last hop of a source can have failed.
+            match err.filter(|_| i == last) {
+                Some(code) => out.failed.push((url, code)),
+                None => {
+                    out.arrived.insert(url, status);
+                }
+            }
+        }
+    }
+    out.unrecorded.sort();
+    out.failed.sort();
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -138,11 +264,15 @@ mod tests {
             parent,
             discovery: mewa_corpus::Discovery::Html,
             compute_ms: 0,
+            status: None,
+            think_ms: 0,
+            recorded_size: None,
         };
         Page {
             name: "p".into(),
             main: "http://www.p.example/".into(),
             objects: vec![o(0, "/", None), o(1, "/a.png", Some(0))],
+            shared_connections: Vec::new(),
         }
     }
 

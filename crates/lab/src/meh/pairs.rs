@@ -18,7 +18,7 @@ use super::summary::{fig8_pages, summarise, to_run, MehResult};
 use super::{Dispatch, Policy, RadioLink, Setup};
 use crate::bed::{Bed, BedError, OriginSettings, EDGE, PORT_PLAIN};
 use crate::experiment::Progress;
-use crate::loader::{Assign, LeastOutstanding, LoadOptions, Resolver, WarmFirst};
+use crate::loader::{Assign, LeastOutstanding, LoadOptions, WarmFirst};
 use crate::record::{LoadRecord, Protocol};
 
 /// The hint's plan as a loader [`Assign`] policy.
@@ -99,6 +99,9 @@ fn one_load(
     let prefetch = cfg.prefetch;
     let timeout = cfg.timeout;
     let scheme = scheme_of(page);
+    // The page's other hosts resolve as the testbed serves them.
+    let mut resolver = bed.resolver();
+    let per_host = bed.per_host();
     bed.in_client(|| async move {
         let resolved = resolve(edge, &host, &page.main, Duration::from_secs(3))
             .await
@@ -118,8 +121,12 @@ fn one_load(
             ),
             Err(f) => Err(f.clone()),
         };
+        resolver.hosts.insert(host.clone(), addr);
+        if !per_host {
+            resolver.default = Some(addr);
+        }
         let mut opts = LoadOptions {
-            resolver: Resolver::all_to(addr),
+            resolver,
             port_plain: PORT_PLAIN,
             timeout,
             ..LoadOptions::browser(Protocol::H2, false)

@@ -94,7 +94,18 @@ pub struct TopologyBuilder {
     hosts: Vec<(String, bool)>,
     links: Vec<(String, String, LinkKind)>,
     default_routes: Vec<(String, String)>,
+    extra: Vec<(String, u32)>,
 }
+
+/// First address of the pool extra addresses come from (RFC 6598 too, the
+/// /16 after the links').
+const EXTRA_BASE: u32 = u32::from_be_bytes([100, 65, 0, 0]);
+/// Prefix length of each host's block of extra addresses: a /20.
+const EXTRA_PREFIX: u32 = 20;
+/// Extra addresses one host can have: a /20 without its first and last.
+pub const MAX_EXTRA_ADDRS: u32 = (1 << (32 - EXTRA_PREFIX)) - 2;
+/// Hosts that can have extra addresses (/20 blocks in a /16).
+const EXTRA_BLOCKS: usize = 1 << (EXTRA_PREFIX - 16);
 
 impl TopologyBuilder {
     /// Adds a host in a namespace of its own. Names: 1–12 characters of
@@ -148,6 +159,15 @@ impl TopologyBuilder {
     pub fn default_route(mut self, host: &str, via: &str) -> Self {
         self.default_routes
             .push((host.to_string(), via.to_string()));
+        self
+    }
+
+    /// Gives `host` `count` more addresses (on its loopback, each a /32 of
+    /// its own /20 in 100.65.0.0/16), which every other host routes to it:
+    /// a server that must appear at many addresses, like the hosts of a
+    /// replayed page, each at its own. See [`Topology::extra_addrs`].
+    pub fn extra_addrs(mut self, host: &str, count: u32) -> Self {
+        self.extra.push((host.to_string(), count));
         self
     }
 
@@ -224,11 +244,29 @@ impl TopologyBuilder {
             }
             default_routes.push((ih, link));
         }
+        let mut extra = Vec::new();
+        for (k, (h, count)) in self.extra.into_iter().enumerate() {
+            let ih = find(&h)?;
+            if Some(ih) == root {
+                return Err(Error::Topology(
+                    "extra addresses go on namespace hosts, not the root namespace".into(),
+                ));
+            }
+            if k >= EXTRA_BLOCKS || count > MAX_EXTRA_ADDRS {
+                return Err(Error::Topology(format!(
+                    "extra addresses: at most {EXTRA_BLOCKS} hosts with at most \
+                     {MAX_EXTRA_ADDRS} each ({h:?} asks for {count})"
+                )));
+            }
+            let block = EXTRA_BASE + ((k as u32) << (32 - EXTRA_PREFIX));
+            extra.push((ih, Ipv4Addr::from(block), count));
+        }
         Ok(Plan {
             names,
             root,
             links,
             default_routes,
+            extra,
         })
     }
 }
@@ -253,6 +291,8 @@ struct Plan {
     root: Option<usize>,
     links: Vec<LinkSpec>,
     default_routes: Vec<(usize, usize)>,
+    /// (host, first address of its /20, how many).
+    extra: Vec<(usize, Ipv4Addr, u32)>,
 }
 
 impl Plan {
@@ -317,6 +357,8 @@ impl RunningLink {
 pub struct Topology {
     hosts: Vec<Host>,
     links: Vec<RunningLink>,
+    /// Extra addresses per host index.
+    extra: Vec<(usize, Vec<Ipv4Addr>)>,
 }
 
 impl std::fmt::Debug for Topology {
@@ -342,6 +384,14 @@ impl Topology {
         let mut topo = Topology {
             hosts: Vec::new(),
             links: Vec::new(),
+            extra: plan
+                .extra
+                .iter()
+                .map(|&(h, base, n)| {
+                    let first = u32::from(base) + 1;
+                    (h, (first..first + n).map(Ipv4Addr::from).collect())
+                })
+                .collect(),
         };
         for (i, name) in plan.names.iter().enumerate() {
             let ns = if Some(i) == plan.root {
@@ -519,6 +569,18 @@ impl Topology {
                 cmds.push(format!("route add default via {via} dev {dev}"));
             }
         }
+        for (&(owner, base, _), (_, addrs)) in plan.extra.iter().zip(&self.extra) {
+            if owner == h {
+                for a in addrs {
+                    cmds.push(format!("addr add {a}/32 dev lo"));
+                }
+            } else if let Some(k) = first[owner] {
+                let (via, dev) = self.next_hop(h, k);
+                cmds.push(format!(
+                    "route add {base}/{EXTRA_PREFIX} via {via} dev {dev}"
+                ));
+            }
+        }
         cmds
     }
 
@@ -557,6 +619,17 @@ impl Topology {
             .find(|l| l.a == h || l.b == h)
             .map(|l| l.addr(usize::from(l.b == h)))
             .ok_or_else(|| Error::Topology(format!("host {host:?} has no link, so no address")))
+    }
+
+    /// The extra addresses of `host` ([`TopologyBuilder::extra_addrs`]), in
+    /// order; empty if it has none.
+    pub fn extra_addrs(&self, host: &str) -> Result<&[Ipv4Addr], Error> {
+        let h = self.host_index(host)?;
+        Ok(self
+            .extra
+            .iter()
+            .find(|(i, _)| *i == h)
+            .map_or(&[][..], |(_, a)| a.as_slice()))
     }
 
     /// The address of `host` on the link that joins it to `peer` (what
@@ -908,7 +981,8 @@ mod tests {
                 .veth("a", "b")
                 .veth("b", "c")
                 .veth("c", "d")
-                .default_route("d", "c"),
+                .default_route("d", "c")
+                .extra_addrs("d", 2),
         )
         .unwrap();
         let subnets = allocate_subnets(3, false).unwrap();
@@ -936,6 +1010,10 @@ mod tests {
                     emulator: None,
                 })
                 .collect(),
+            extra: vec![(
+                3,
+                vec![Ipv4Addr::new(100, 65, 0, 1), Ipv4Addr::new(100, 65, 0, 2)],
+            )],
         };
         let (dist, first) = p.bfs(0);
         assert_eq!(dist, vec![Some(0), Some(1), Some(2), Some(3)]);
@@ -954,6 +1032,8 @@ mod tests {
                 "link set dev to-b mtu 1500 up",
                 "route add 100.64.0.4/30 via 100.64.0.2 dev to-b",
                 "route add 100.64.0.8/30 via 100.64.0.2 dev to-b",
+                // d's extra addresses, through the first hop toward d.
+                "route add 100.65.0.0/20 via 100.64.0.2 dev to-b",
             ]
         );
         assert_eq!(
@@ -964,6 +1044,8 @@ mod tests {
                 "route add 100.64.0.0/30 via 100.64.0.9 dev to-c",
                 "route add 100.64.0.4/30 via 100.64.0.9 dev to-c",
                 "route add default via 100.64.0.9 dev to-c",
+                "addr add 100.65.0.1/32 dev lo",
+                "addr add 100.65.0.2/32 dev lo",
             ]
         );
     }

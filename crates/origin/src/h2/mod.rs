@@ -39,11 +39,12 @@ const READ_CHUNK: usize = 32 * 1024;
 /// Serves one HTTP/2 connection (`io` starts with the client preface) until
 /// the peer closes it, a connection error ends it, or the preface does not
 /// arrive within [`Config::preface_timeout`]. `answer` makes each
-/// response; with `think` > 0 each answer is sent that long after its
-/// request arrived (emulated server processing time).
-pub async fn serve_connection<IO, F>(io: IO, cfg: Config, think: Duration, mut answer: F)
+/// response; `think` says how long after its request arrived each answer
+/// is made (emulated server processing time; zero answers at once).
+pub async fn serve_connection<IO, T, F>(io: IO, cfg: Config, mut think: T, mut answer: F)
 where
     IO: AsyncRead + AsyncWrite + Unpin,
+    T: FnMut(&Request<()>) -> Duration,
     F: FnMut(&Request<()>) -> Response<Bytes>,
 {
     let (mut rd, mut wr) = tokio::io::split(io);
@@ -56,11 +57,15 @@ where
     let mut dirty = false;
     loop {
         while let Some(r) = conn.next_request() {
-            if think.is_zero() {
+            let wait = think(&r.request);
+            if wait.is_zero() {
                 let resp = answer(&r.request);
                 conn.respond(r.stream, resp);
             } else {
-                delayed.push_back((Instant::now() + think, r));
+                // Kept in due order; equal times keep arrival order.
+                let due = Instant::now() + wait;
+                let at = delayed.partition_point(|d| d.0 <= due);
+                delayed.insert(at, (due, r));
             }
         }
         if out.len() < WRITE_BUDGET {

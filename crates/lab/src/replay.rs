@@ -1,0 +1,151 @@
+//! Does a corpus replay? Each page loaded through the testbed by the
+//! built-in loader and by headless Chromium, and what arrived compared with
+//! what the page (a recording, or a generated page) holds.
+//!
+//! The testbed serves an imported corpus as the recordings were served
+//! ([`crate::bed::Bed::start`]): each host (or group of hosts the recording
+//! coalesced) at its own address with its own certificate, the recorded
+//! statuses, redirects and server think times; a request for anything else
+//! gets a 404 at once (the origin counts them) and an unrecorded host does
+//! not resolve.
+
+use std::path::Path;
+
+use mewa_corpus::Page;
+use serde::Serialize;
+
+use crate::bed::{Bed, BedError, CLIENT};
+use crate::loader::LoadOptions;
+use crate::meh::browser::headless_load;
+use crate::meh::netlog_requests;
+use crate::record::Protocol;
+
+/// What one load of a page brought, against the page's objects.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Arrival {
+    /// Page name.
+    pub page: String,
+    /// Objects in the page.
+    pub objects: usize,
+    /// URLs of the page's objects that did not arrive (with the status the
+    /// page expects), with why.
+    pub missing: Vec<String>,
+    /// Requests for URLs the page does not have (answered 404, or a host
+    /// that does not resolve).
+    pub unrecorded: Vec<String>,
+    /// Seconds from the first request to the last byte (the loader's
+    /// `done_us`, Chromium's NetLog span).
+    pub plt_s: Option<f64>,
+}
+
+/// Loads `page` with the built-in loader (HTTP/2 over TLS, a browser's
+/// settings) and lists what did not arrive as the page expects.
+pub fn with_loader(bed: &Bed, page: &Page) -> Result<Arrival, BedError> {
+    let opts = bed.options(LoadOptions::browser(Protocol::H2, true));
+    let record = bed.load(page, &opts)?;
+    let mut missing: Vec<String> = page
+        .objects
+        .iter()
+        .filter(|o| !record.objects.iter().any(|t| t.id == o.id && t.ok()))
+        .map(|o| {
+            let why = record
+                .objects
+                .iter()
+                .find(|t| t.id == o.id)
+                .and_then(|t| t.error.clone())
+                .unwrap_or_else(|| "never requested".into());
+            format!("{} ({why})", o.url("https"))
+        })
+        .collect();
+    missing.extend(record.errors.iter().cloned());
+    Ok(Arrival {
+        page: page.name.clone(),
+        objects: page.objects.len(),
+        missing,
+        unrecorded: Vec::new(),
+        plt_s: record.done_us.map(|us| us as f64 / 1e6),
+    })
+}
+
+/// Loads `page` in headless Chromium (fresh profile, names resolved as the
+/// testbed serves them, the origin's leaf trusted by its SPKI) and lists
+/// what did not arrive, from its NetLog. `work` holds the profile and the
+/// NetLog while it runs.
+pub fn with_chromium(
+    bed: &Bed,
+    page: &Page,
+    chromium: &Path,
+    ca_dir: &Path,
+    work: &Path,
+) -> Result<Arrival, BedError> {
+    let topo = bed.running()?;
+    let certs = mewa_origin::Ca::load_or_create(ca_dir)
+        .and_then(|ca| ca.issue(&[]))
+        .map_err(|e| BedError::Runtime(format!("the origin's certificate: {e}")))?;
+    let profile = work.join(format!("profile-{}", page.name));
+    let netlog = work.join(format!("{}.netlog.json", page.name));
+    let out = headless_load(
+        &mut topo.command(CLIENT, chromium)?,
+        &profile,
+        &netlog,
+        &certs,
+    )
+    .arg(format!(
+        "--host-resolver-rules={}",
+        bed.chromium_resolver_rules()
+    ))
+    .arg(&page.main)
+    .output()
+    .map_err(|e| BedError::Runtime(format!("starting {}: {e}", chromium.display())))?;
+    let _ = std::fs::remove_dir_all(&profile);
+    if !out.status.success() {
+        return Err(BedError::Runtime(crate::meh::browser::exit_failure(&out)));
+    }
+    let bytes = std::fs::read(&netlog)
+        .map_err(|e| BedError::Runtime(format!("reading {}: {e}", netlog.display())))?;
+    let _ = std::fs::remove_file(&netlog);
+    let reqs = netlog_requests(&bytes, page).map_err(|e| BedError::Runtime(e.to_string()))?;
+    let times = crate::meh::netlog_times(&bytes, page).ok();
+    let scheme = page.main.split("://").next().unwrap_or("http");
+    let mut missing: Vec<String> = page
+        .objects
+        .iter()
+        .filter_map(|o| {
+            let u = o.url(scheme);
+            match reqs
+                .arrived
+                .get(&u)
+                .or_else(|| reqs.arrived.get(&o.url(other(scheme))))
+            {
+                Some(Some(st)) if *st != o.status() => Some(format!(
+                    "{u} (HTTP status {st}, the page expects {})",
+                    o.status()
+                )),
+                Some(_) => None,
+                None => Some(
+                    match reqs.failed.iter().find(|(f, _)| f.ends_with(&o.url(""))) {
+                        Some((_, code)) => format!("{u} (net_error {code})"),
+                        None => format!("{u} (never requested)"),
+                    },
+                ),
+            }
+        })
+        .collect();
+    missing.sort();
+    Ok(Arrival {
+        page: page.name.clone(),
+        objects: page.objects.len(),
+        missing,
+        unrecorded: reqs.unrecorded,
+        plt_s: times.map(|t| t.plt_s),
+    })
+}
+
+/// The other web scheme (Chromium upgrades HSTS-preloaded `http://` pages).
+fn other(scheme: &str) -> &'static str {
+    if scheme == "https" {
+        "http"
+    } else {
+        "https"
+    }
+}

@@ -1,0 +1,102 @@
+//! Every recording in `../shared/data/pages` replays through the emulated
+//! link: with the built-in loader and with headless Chromium, every
+//! recorded object arrives with its recorded status. Needs root (network
+//! namespaces) and the shared data; the Chromium half needs Chromium. Each
+//! part skips with a message when what it needs is absent.
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+
+use mewa_corpus::{from_import_report, Corpus};
+use mewa_hint::import::{import_dir, ImportReport};
+use mewa_lab::bed::{link_of, Bed, OriginSettings};
+use mewa_lab::replay;
+use mewa_link::core::RateSpec;
+use mewa_link::runtime::{self, LinkOptions};
+use mewa_testkit::{chromium, TempDir};
+
+/// Every shared recording as one corpus, as `mewa corpus import` makes it.
+fn shared_recordings(test: &str) -> Option<Corpus> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/pages");
+    if !dir.is_dir() {
+        eprintln!("skipping {test}: no recordings at {}", dir.display());
+        return None;
+    }
+    let mut merged = ImportReport::default();
+    let mut sources = Vec::new();
+    for (file, rep) in import_dir(&dir) {
+        let rep = rep.unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        sources.push(file.display().to_string());
+        merged.pages.extend(rep.pages);
+    }
+    let imported = from_import_report(&merged, "shared", sources);
+    assert_eq!(
+        imported.corpus.pages.len(),
+        merged.pages.len(),
+        "a recording did not import: {:?}",
+        imported.notes
+    );
+    Some(imported.corpus)
+}
+
+fn bed(corpus: &Corpus, tmp: &TempDir) -> Bed {
+    let mbit = |m: u64| RateSpec::Constant { bps: m * 1_000_000 };
+    Bed::start(
+        corpus,
+        link_of(40, mbit(50), mbit(20)),
+        LinkOptions::default(),
+        &OriginSettings {
+            congestion: "cubic".into(),
+            ca_dir: tmp.path().join("ca"),
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn every_recording_replays_with_the_loader_and_chromium() {
+    let test = "every_recording_replays_with_the_loader_and_chromium";
+    if let Err(e) = runtime::probe() {
+        eprintln!("skipping {test}: needs root (network namespaces, TUN): {e}");
+        return;
+    }
+    let Some(corpus) = shared_recordings(test) else {
+        return;
+    };
+    let tmp = TempDir::new("replay");
+    let bed = bed(&corpus, &tmp);
+    assert!(
+        bed.per_host(),
+        "an imported corpus gets an address per host"
+    );
+    // Hosts the recording saw on one connection share an address; others not.
+    for g in corpus.connection_groups() {
+        let a = bed.addr_of(&g[0]);
+        assert!(g.iter().all(|h| bed.addr_of(h) == a), "{g:?}");
+    }
+    let browser = chromium(test);
+    let mut failures = Vec::new();
+    for page in &corpus.pages {
+        let got = replay::with_loader(&bed, page).unwrap();
+        if !got.missing.is_empty() {
+            failures.push(format!("loader, {}: {:?}", page.name, got.missing));
+        }
+        if let Some(bin) = &browser {
+            let got =
+                replay::with_chromium(&bed, page, bin, &tmp.path().join("ca"), tmp.path()).unwrap();
+            eprintln!(
+                "{}: Chromium {:?} s, {} unrecorded requests {:?}",
+                page.name,
+                got.plt_s,
+                got.unrecorded.len(),
+                got.unrecorded
+            );
+            if !got.missing.is_empty() {
+                failures.push(format!("Chromium, {}: {:?}", page.name, got.missing));
+            }
+        }
+    }
+    bed.shutdown().unwrap();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
