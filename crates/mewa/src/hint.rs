@@ -132,9 +132,14 @@ struct Sized {
     full_bytes: usize,
     /// Full form with every object's URL path, as sent.
     urls_bytes: usize,
-    /// What is sent within the budget.
-    sent_bytes: usize,
-    form: Form,
+    /// What is sent within the budget; `None` when even the partial form
+    /// is over it.
+    sent_bytes: Option<usize>,
+    /// The form sent; `None` when over budget.
+    form: Option<Form>,
+    /// Why nothing fits the budget, when it does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    over_budget: Option<String>,
 }
 
 fn measure(
@@ -142,12 +147,15 @@ fn measure(
     page: &PageMeta,
     args: &ContextArgs,
     now: u64,
-) -> anyhow::Result<(Sized, Vec<u8>)> {
+) -> anyhow::Result<(Sized, Option<Vec<u8>>)> {
     let ctx = args.context(page, now)?;
     let full = Hint::full(&ctx)?;
     let urls = Hint::with_urls(&ctx)?;
-    let (bytes, form) = encode_within(&ctx, args.budget)
-        .with_context(|| format!("encoding the hint for {}", page.url))?;
+    // A page over budget is a finding, not a failure: reported, never fatal.
+    let (bytes, form, over_budget) = match encode_within(&ctx, args.budget) {
+        Ok((b, f)) => (Some(b), Some(f), None),
+        Err(e) => (None, None, Some(e.to_string())),
+    };
     Ok((
         Sized {
             source: source.to_string(),
@@ -160,8 +168,9 @@ fn measure(
             full_plain_bytes: full.to_bytes_uncompressed().len(),
             full_bytes: full.to_bytes().len(),
             urls_bytes: urls.to_bytes().len(),
-            sent_bytes: bytes.len(),
+            sent_bytes: bytes.as_ref().map(Vec::len),
             form,
+            over_budget,
         },
         bytes,
     ))
@@ -189,6 +198,13 @@ fn encode(path: &Path, args: &ContextArgs, hex: bool, json: bool) -> anyhow::Res
     let mut all = Vec::new();
     for page in &report.pages {
         let (s, bytes) = measure(&path.display().to_string(), page, args, now)?;
+        let bytes = bytes.ok_or_else(|| {
+            anyhow::anyhow!(
+                "{}: {}",
+                page.url,
+                s.over_budget.as_deref().unwrap_or("over budget")
+            )
+        })?;
         let hint = Hint::from_bytes(&bytes).context("decoding the hint just encoded")?;
         if json {
             all.push(serde_json::json!({ "sizes": s, "hint": hint }));
@@ -210,12 +226,13 @@ fn encode(path: &Path, args: &ContextArgs, hex: bool, json: bool) -> anyhow::Res
         );
         println!(
             "hint      {} bytes sent ({}); with URLs {} bytes, full form {} bytes compressed, {} uncompressed",
-            s.sent_bytes,
+            bytes.len(),
             match s.form {
-                Form::WithUrls => "every object with its URL".to_string(),
-                Form::Full => "full form, URLs left out".to_string(),
-                Form::Partial { listed } =>
+                Some(Form::WithUrls) => "every object with its URL".to_string(),
+                Some(Form::Full) => "full form, URLs left out".to_string(),
+                Some(Form::Partial { listed }) =>
                     format!("partial form: {listed} largest objects listed"),
+                None => "over budget".to_string(),
             },
             s.urls_bytes,
             s.full_bytes,
@@ -294,7 +311,11 @@ fn stats(dir: &Path, args: &ContextArgs, out: &OutputArgs) -> anyhow::Result<()>
                         .unwrap_or(&path)
                         .display()
                         .to_string();
-                    rows.push(measure(&rel, page, args, now)?.0);
+                    let row = measure(&rel, page, args, now)?.0;
+                    if let Some(why) = &row.over_budget {
+                        eprintln!("over budget: {rel} ({}): {why}", page.url);
+                    }
+                    rows.push(row);
                 }
             }
             Err(e) => {
@@ -308,7 +329,12 @@ fn stats(dir: &Path, args: &ContextArgs, out: &OutputArgs) -> anyhow::Result<()>
         "no importable page recordings under {}",
         dir.display()
     );
-    let mut sent: Vec<usize> = rows.iter().map(|r| r.sent_bytes).collect();
+    // Over-budget pages count at the size of their smallest form, so the
+    // quantiles never flatter the budget.
+    let mut sent: Vec<usize> = rows
+        .iter()
+        .map(|r| r.sent_bytes.unwrap_or(r.full_bytes))
+        .collect();
     sent.sort_unstable();
     let q = |p: f64| sent[((sent.len() - 1) as f64 * p).round() as usize];
     let summary = Summary {
@@ -316,10 +342,13 @@ fn stats(dir: &Path, args: &ContextArgs, out: &OutputArgs) -> anyhow::Result<()>
         failed_files: failed,
         under_1kb: rows.iter().filter(|r| r.full_bytes < 1000).count(),
         urls_under_1kb: rows.iter().filter(|r| r.urls_bytes < 1000).count(),
-        within_budget_urls: rows.iter().filter(|r| r.form == Form::WithUrls).count(),
+        within_budget_urls: rows
+            .iter()
+            .filter(|r| r.form == Some(Form::WithUrls))
+            .count(),
         within_budget_full: rows
             .iter()
-            .filter(|r| matches!(r.form, Form::WithUrls | Form::Full))
+            .filter(|r| matches!(r.form, Some(Form::WithUrls | Form::Full)))
             .count(),
         budget: args.budget,
         median_bytes: q(0.5),
@@ -345,11 +374,12 @@ fn stats(dir: &Path, args: &ContextArgs, out: &OutputArgs) -> anyhow::Result<()>
             format!("{:.0}", r.page_bytes as f64 / 1000.0),
             r.full_bytes.to_string(),
             r.urls_bytes.to_string(),
-            r.sent_bytes.to_string(),
+            r.sent_bytes.map_or("-".into(), |b| b.to_string()),
             match r.form {
-                Form::WithUrls => "urls".into(),
-                Form::Full => "full".into(),
-                Form::Partial { listed } => format!("partial ({listed} listed)"),
+                Some(Form::WithUrls) => "urls".into(),
+                Some(Form::Full) => "full".into(),
+                Some(Form::Partial { listed }) => format!("partial ({listed} listed)"),
+                None => "OVER BUDGET".into(),
             },
         ]);
     }

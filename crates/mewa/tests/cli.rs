@@ -80,6 +80,29 @@ fn hint_stats_over_fixtures() {
 }
 
 #[test]
+fn hint_stats_reports_every_page_even_over_budget() {
+    // A budget no hint fits: every page is still reported, marked.
+    let dir = hint_fixtures();
+    let o = mewa(&[
+        "hint",
+        "stats",
+        dir.to_str().unwrap(),
+        "--budget",
+        "40",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert!(rows.len() >= 4);
+    for r in rows {
+        assert!(r["sent_bytes"].is_null() && r["form"].is_null(), "{r}");
+        assert!(r["over_budget"].as_str().unwrap().contains("partial form"));
+    }
+    assert!(String::from_utf8_lossy(&o.stderr).contains("over budget"));
+}
+
+#[test]
 fn hint_encode_round_trips() {
     let f = hint_fixtures().join("chrome-two-pages.har");
     let o = mewa(&["hint", "encode", f.to_str().unwrap(), "--json"]);
