@@ -105,8 +105,10 @@ pub fn needs_root() -> Result<(), ExperimentError> {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CorpusChoice {
-    /// A corpus JSON file (`mewa corpus gen` / `mewa corpus import`); none:
-    /// the `meh15` preset with seed 1.
+    /// A corpus JSON file (`mewa corpus gen` / `mewa corpus import`), or
+    /// recordings imported on the fly (a HAR, a DevTools log, a Lighthouse
+    /// folder, or a folder of them; see [`import_recordings`]); none: the
+    /// `meh15` preset with seed 1.
     pub path: Option<PathBuf>,
     /// Only pages whose name contains one of these (empty: every page).
     pub pages: Vec<String>,
@@ -116,15 +118,21 @@ impl CorpusChoice {
     /// Reads (or generates) the corpus and applies the page filter.
     pub fn load(&self) -> Result<Corpus, ExperimentError> {
         let mut corpus = match &self.path {
+            Some(p) if p.is_dir() => imported(p)?,
             Some(p) => {
                 let bytes = std::fs::read(p).map_err(|source| ExperimentError::CorpusRead {
                     path: p.clone(),
                     source,
                 })?;
-                Corpus::from_json(&bytes).map_err(|source| ExperimentError::Corpus {
-                    path: p.clone(),
-                    source,
-                })?
+                match Corpus::from_json(&bytes) {
+                    Ok(c) => c,
+                    // Not a corpus: perhaps a recording. If it is not one
+                    // either, the corpus error is the one to show.
+                    Err(source) => imported(p).map_err(|_| ExperimentError::Corpus {
+                        path: p.clone(),
+                        source,
+                    })?,
+                }
             }
             None => generate(Preset::Meh15, 1),
         };
@@ -138,6 +146,67 @@ impl CorpusChoice {
         }
         Ok(corpus)
     }
+}
+
+/// Recordings at `path` as a corpus, as `mewa corpus import` makes it: a
+/// HAR, a DevTools log or a Lighthouse folder, or a folder of them (files
+/// that are not recordings are skipped and listed). Errors when nothing
+/// importable is there.
+pub fn import_recordings(
+    path: &Path,
+) -> Result<(mewa_corpus::Imported, Vec<String>), ExperimentError> {
+    use mewa_hint::import::{import_dir, import_path, ImportReport};
+    let input = |message: String| ExperimentError::Input {
+        path: path.to_path_buf(),
+        message,
+    };
+    let mut merged = ImportReport::default();
+    let mut sources = Vec::new();
+    let mut skipped = Vec::new();
+    if path.is_dir() && !path.join("devtoolslog.json.gz").exists() {
+        for (file, res) in import_dir(path) {
+            match res {
+                Ok(r) => {
+                    sources.push(file.display().to_string());
+                    merged.pages.extend(r.pages);
+                    merged.missing_sizes.extend(r.missing_sizes);
+                    merged.notes.extend(r.notes);
+                }
+                Err(e) => skipped.push(format!("skipped {}: {e}", file.display())),
+            }
+        }
+    } else {
+        merged = import_path(path).map_err(|e| input(e.to_string()))?;
+        sources.push(path.display().to_string());
+    }
+    if merged.pages.is_empty() {
+        return Err(input("no importable page recordings".into()));
+    }
+    let name = path.file_stem().map_or_else(
+        || "imported".to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    );
+    let imported = mewa_corpus::from_import_report(&merged, &name, sources);
+    if imported.corpus.pages.is_empty() {
+        return Err(input(format!(
+            "every page was skipped: {}",
+            imported.notes.join("; ")
+        )));
+    }
+    Ok((imported, skipped))
+}
+
+/// [`import_recordings`] for an experiment: the corpus, with a log line.
+fn imported(p: &Path) -> Result<Corpus, ExperimentError> {
+    let (imp, skipped) = import_recordings(p)?;
+    tracing::info!(
+        "imported {} pages from {} ({} notes, {} files skipped; `mewa corpus import` shows them)",
+        imp.corpus.pages.len(),
+        p.display(),
+        imp.notes.len(),
+        skipped.len()
+    );
+    Ok(imp.corpus)
 }
 
 /// How every experiment's origin serves: its TCP congestion control and
@@ -198,10 +267,10 @@ fn ca_dir_or_default(ca_dir: &Option<PathBuf>) -> Result<PathBuf, ExperimentErro
 /// checkout).
 pub const SHARED_TRACES: &str = "../shared/data/traces";
 
-/// The downlink and uplink files of a mahimahi trace: `p` itself (named
-/// `X.down`, with `X.up` beside it), or a bare name found in
-/// [`SHARED_TRACES`] (with or without `.down`).
-pub fn find_trace(p: &Path) -> Result<(PathBuf, PathBuf), ExperimentError> {
+/// The downlink and uplink files of a mahimahi trace: `p` itself (any
+/// file; its uplink is `uplink` when given, else `X.up` beside a `X.down`),
+/// or a bare name found in [`SHARED_TRACES`] (with or without `.down`).
+pub fn find_trace(p: &Path, uplink: Option<&Path>) -> Result<(PathBuf, PathBuf), ExperimentError> {
     let bad = |message: String| ExperimentError::Config {
         field: "--trace",
         message,
@@ -223,9 +292,18 @@ pub fn find_trace(p: &Path) -> Result<(PathBuf, PathBuf), ExperimentError> {
         }
     };
     let name = down.to_string_lossy().to_string();
+    if let Some(up) = uplink {
+        if !up.is_file() {
+            return Err(ExperimentError::Config {
+                field: "--uplink",
+                message: format!("{}: no such file", up.display()),
+            });
+        }
+        return Ok((down, up.to_path_buf()));
+    }
     let Some(stem) = name.strip_suffix(".down") else {
         return Err(bad(format!(
-            "{name}: give the downlink trace, named X.down (X.up must sit beside it)"
+            "{name}: name the uplink trace with --uplink FILE (or name the two X.down and X.up)"
         )));
     };
     let up = PathBuf::from(format!("{stem}.up"));
@@ -432,6 +510,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_corpus_can_be_recordings_imported_on_the_fly() {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../hint/tests/fixtures");
+        let har = fixtures.join("chrome-two-pages.har");
+        let one = CorpusChoice {
+            path: Some(har.clone()),
+            pages: Vec::new(),
+        };
+        let c = one.load().expect("a HAR is a corpus");
+        assert_eq!(c.pages.len(), 2);
+        assert!(matches!(
+            c.provenance,
+            mewa_corpus::Provenance::Imported { .. }
+        ));
+        // A folder: its recordings, the broken ones skipped and listed.
+        let (imp, skipped) = import_recordings(&fixtures).expect("folder");
+        assert!(imp.corpus.pages.len() >= 4, "{}", imp.corpus.pages.len());
+        assert!(
+            skipped.iter().any(|s| s.contains("truncated.har")),
+            "{skipped:?}"
+        );
+        // Neither a corpus nor a recording: the corpus error is shown.
+        let bad = std::env::temp_dir().join(format!("mewa-notcorpus-{}.json", std::process::id()));
+        std::fs::write(&bad, b"{\"name\": 3}").expect("write");
+        let e = CorpusChoice {
+            path: Some(bad.clone()),
+            pages: Vec::new(),
+        }
+        .load()
+        .expect_err("not a corpus");
+        assert!(matches!(e, ExperimentError::Corpus { .. }), "{e}");
+        let _ = std::fs::remove_file(&bad);
+    }
+
+    #[test]
     fn stamp_is_a_folder_name() {
         let s = stamp();
         assert_eq!(s.len(), 15, "{s}");
@@ -464,12 +576,21 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("dir");
         let down = dir.join("x.down");
         std::fs::write(&down, "1\n2\n").expect("write");
-        let e = find_trace(&down).expect_err("no uplink");
+        let e = find_trace(&down, None).expect_err("no uplink");
         assert!(e.to_string().contains("x.up"), "{e}");
         std::fs::write(dir.join("x.up"), "1\n").expect("write");
-        assert_eq!(find_trace(&down).expect("found").1, dir.join("x.up"));
-        let e = find_trace(&dir.join("y.down")).expect_err("missing");
+        assert_eq!(find_trace(&down, None).expect("found").1, dir.join("x.up"));
+        let e = find_trace(&dir.join("y.down"), None).expect_err("missing");
         assert!(e.to_string().contains("no such file"), "{e}");
+        // Any file name, with the uplink named.
+        let (mine, up) = (dir.join("phone-1.trace"), dir.join("phone-1-up.trace"));
+        std::fs::write(&mine, "3\n").expect("write");
+        let e = find_trace(&mine, None).expect_err("uplink unknown");
+        assert!(e.to_string().contains("--uplink"), "{e}");
+        let e = find_trace(&mine, Some(&up)).expect_err("uplink missing");
+        assert!(e.to_string().contains("phone-1-up.trace"), "{e}");
+        std::fs::write(&up, "3\n").expect("write");
+        assert_eq!(find_trace(&mine, Some(&up)).expect("found"), (mine, up));
         assert!(read_trace(&down).is_ok());
         std::fs::write(dir.join("bad.down"), "fast\n").expect("write");
         assert!(read_trace(&dir.join("bad.down")).is_err());

@@ -4,8 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use mewa_corpus::{from_import_report, generate_with, Corpus, Options, Preset};
-use mewa_hint::import::{import_dir, import_path, ImportReport};
+use mewa_corpus::{generate_with, Corpus, Options, Preset};
 
 use crate::output::Table;
 
@@ -159,35 +158,10 @@ fn write(corpus: &Corpus, output: Option<&Path>) -> anyhow::Result<()> {
 }
 
 fn import(path: &Path, output: Option<&Path>) -> anyhow::Result<()> {
-    let mut merged = ImportReport::default();
-    let mut sources = Vec::new();
-    if path.is_dir() && !path.join("devtoolslog.json.gz").exists() {
-        for (file, res) in import_dir(path) {
-            match res {
-                Ok(r) => {
-                    sources.push(file.display().to_string());
-                    merged.pages.extend(r.pages);
-                    merged.missing_sizes.extend(r.missing_sizes);
-                    merged.notes.extend(r.notes);
-                }
-                Err(e) => eprintln!("skipped {}: {e}", file.display()),
-            }
-        }
-    } else {
-        let r = import_path(path)?;
-        sources.push(path.display().to_string());
-        merged = r;
+    let (imported, skipped) = mewa_lab::experiment::import_recordings(path)?;
+    for s in &skipped {
+        eprintln!("{s}");
     }
-    anyhow::ensure!(
-        !merged.pages.is_empty(),
-        "no importable page recordings in {}",
-        path.display()
-    );
-    let name = path.file_stem().map_or_else(
-        || "imported".to_string(),
-        |s| s.to_string_lossy().into_owned(),
-    );
-    let imported = from_import_report(&merged, &name, sources);
     for p in &imported.placeholder_sizes {
         eprintln!(
             "placeholder size {} B: page {} object {} ({})",
@@ -200,11 +174,6 @@ fn import(path: &Path, output: Option<&Path>) -> anyhow::Result<()> {
     for n in &imported.notes {
         eprintln!("note: {n}");
     }
-    anyhow::ensure!(
-        !imported.corpus.pages.is_empty(),
-        "every page of {} was skipped (see the notes above)",
-        path.display()
-    );
     write(&imported.corpus, output)
 }
 

@@ -237,11 +237,14 @@ struct MehArgs {
     /// [default: 32mbit].
     #[arg(long, conflicts_with = "trace")]
     rate: Option<String>,
-    /// Instead of a fixed rate: a mahimahi downlink trace (`X.down`; the
-    /// uplink is `X.up` beside it). A bare name is looked up in
-    /// ../shared/data/traces.
+    /// Instead of a fixed rate: a mahimahi downlink trace, any file (your
+    /// own recording, or a bare name looked up in ../shared/data/traces).
+    /// Its uplink is `X.up` beside a `X.down`, or the file --uplink names.
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// The uplink trace of --trace, when it is not `X.up` beside `X.down`.
+    #[arg(long, requires = "trace")]
+    uplink: Option<PathBuf>,
     /// Round trip over the radio link, client ⇄ edge [default: 45ms].
     #[arg(long)]
     radio_rtt: Option<String>,
@@ -310,8 +313,12 @@ impl MehArgs {
         if let Some(t) = &self.trace {
             // The downlink file as found, absolute, so that config.json
             // names the same trace from any working directory.
-            let (down, _) = find_trace(t)?;
+            let (down, up) = find_trace(t, self.uplink.as_deref())?;
             c.trace = Some(absolute(&down)?);
+            c.uplink = match &self.uplink {
+                Some(_) => Some(absolute(&up)?),
+                None => None,
+            };
         }
         if let Some(r) = &self.radio_rtt {
             c.radio_rtt_ms = rtt_ms("--radio-rtt", r)?;

@@ -50,7 +50,7 @@ enum Cmd {
     /// page loader and headless Chromium: the T_HTTP baseline, single
     /// loads, and seed 000's Mobile Edge Hint experiment (needs root;
     /// docs/LAB.md).
-    Lab(lab::LabCmd),
+    Lab(Box<lab::LabCmd>),
     /// Benchmarks that print figures: the link emulator against a veth
     /// pair, the origin against nghttpd and nginx, the edge's DNS against
     /// NSD, the proxy against a direct connection.
@@ -83,7 +83,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Origin(o) => origin::run(o).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Edge(e) => edge::run(e).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Client(c) => client::run(c).map(|()| std::process::ExitCode::SUCCESS),
-        Cmd::Lab(l) => lab::run(l).map(|()| std::process::ExitCode::SUCCESS),
+        Cmd::Lab(l) => lab::run(*l).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Bench(b) => mewa_bench::run(b)
             .map(|()| std::process::ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),

@@ -62,9 +62,13 @@ pub struct Config {
     /// Radio link rate both ways, bit/s (seed 000 §IV: 32 Mbit/s average);
     /// unused with a trace.
     pub rate_bps: u64,
-    /// A mahimahi downlink trace (`X.down`, `X.up` beside it) instead of a
-    /// fixed rate; a bare name is looked up in `../shared/data/traces`.
+    /// A mahimahi downlink trace (any file; `X.up` beside a `X.down` is its
+    /// uplink unless `uplink` names one) instead of a fixed rate; a bare
+    /// name is looked up in `../shared/data/traces`.
     pub trace: Option<PathBuf>,
+    /// The uplink trace of `trace`, when it is not `X.up` beside `X.down`.
+    #[serde(default)]
+    pub uplink: Option<PathBuf>,
     /// Round trip over the radio link (client ⇄ edge), ms.
     pub radio_rtt_ms: u64,
     /// Round trip edge ⇄ origin, ms.
@@ -97,6 +101,7 @@ impl Default for Config {
             runs: 30,
             rate_bps: 32_000_000,
             trace: None,
+            uplink: None,
             radio_rtt_ms: 45,
             wired_rtt_ms: 20,
             bandwidth_bps: None,
@@ -122,7 +127,7 @@ pub fn run(config: &Config, progress: &Progress) -> Result<MehReport, Experiment
     let corpus = config.corpus.load()?;
     let (radio, link_bps) = match &config.trace {
         Some(t) => {
-            let (down, up) = find_trace(t)?;
+            let (down, up) = find_trace(t, config.uplink.as_deref())?;
             let (d, u) = (read_trace(&down)?, read_trace(&up)?);
             let mean = d.mean_bps();
             let name = down.file_name().map_or_else(
