@@ -153,6 +153,34 @@ pub fn min_body_size(page: &Page, id: u32, scheme: Scheme) -> Result<u64, BodyEr
     })
 }
 
+/// Where each reference of an HTML body ends: `(child id, byte offset just
+/// past its quoted URL)`, in body order. A browser's preload scanner finds a
+/// reference as soon as these bytes have arrived (issue 17: the loader
+/// discovers HTML references chunk by chunk, as Chromium does). Empty for
+/// other types and for responses a browser does not read.
+pub fn reference_ends(page: &Page, id: u32, scheme: Scheme) -> Result<Vec<(u32, u64)>, BodyError> {
+    let o = find(page, id)?;
+    if o.kind() != Kind::Html || !carries_references(o.status()) {
+        return Ok(Vec::new());
+    }
+    let (head, _, _) = skeleton(page, o, scheme);
+    let mut out: Vec<(u32, u64)> = page
+        .children(id, Discovery::Html)
+        .filter_map(|c| {
+            let quoted = format!("\"{}\"", c.url(scheme.as_str()));
+            let at = find_bytes(&head, quoted.as_bytes())?;
+            Some((c.id, (at + quoted.len()) as u64))
+        })
+        .collect();
+    out.sort_by_key(|&(id, end)| (end, id));
+    Ok(out)
+}
+
+/// First position of `needle` in `hay`.
+fn find_bytes(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
 fn find(page: &Page, id: u32) -> Result<&Object, BodyError> {
     page.object(id).ok_or_else(|| BodyError::UnknownObject {
         page: page.name.clone(),

@@ -20,7 +20,7 @@ pub mod gen;
 pub mod page;
 mod rng;
 
-pub use body::{body, min_body_size, BodyError, Scheme};
+pub use body::{body, min_body_size, reference_ends, BodyError, Scheme};
 pub use convert::{from_import_report, from_page_meta, to_page_meta, Imported, PLACEHOLDER_SIZE};
 pub use gen::{generate, generate_with, GenError, Options, Preset};
 pub use page::{

@@ -667,3 +667,37 @@ proptest! {
         let _ = Corpus::from_json(s.as_bytes());
     }
 }
+
+#[test]
+fn reference_ends_point_past_each_quoted_url() {
+    let c = generate(Preset::Meh15, 1);
+    for p in &c.pages {
+        let root = p.root().expect("root");
+        for scheme in [Scheme::Http, Scheme::Https] {
+            let b = body(p, root.id, scheme).expect("body");
+            let ends = mewa_corpus::reference_ends(p, root.id, scheme).expect("ends");
+            assert_eq!(ends.len(), p.children(root.id, Discovery::Html).count());
+            for w in ends.windows(2) {
+                assert!(w[0].1 <= w[1].1, "in body order");
+            }
+            for (id, end) in ends {
+                let url = p.object(id).expect("child").url(scheme.as_str());
+                let upto = &b[..end as usize];
+                assert!(
+                    upto.ends_with(format!("\"{url}\"").as_bytes()),
+                    "{}",
+                    p.name
+                );
+            }
+        }
+        // Not HTML: nothing streams.
+        let css = p
+            .objects
+            .iter()
+            .find(|o| o.kind() == Kind::Css)
+            .expect("css");
+        assert!(mewa_corpus::reference_ends(p, css.id, Scheme::Http)
+            .expect("ends")
+            .is_empty());
+    }
+}

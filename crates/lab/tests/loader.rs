@@ -73,8 +73,17 @@ fn check_complete(page: &Page, rec: &LoadRecord) {
         assert!(t.end_us.unwrap() >= t.first_byte_us.unwrap());
         if let Some(p) = o.parent {
             let parent = rec.objects.iter().find(|x| x.id == p).unwrap();
+            // An HTML document's references go as its bytes arrive (a
+            // preload scanner); everything else waits for its parent whole.
+            let streamed =
+                o.discovery == Discovery::Html && page.object(p).unwrap().kind() == Kind::Html;
+            let after = if streamed {
+                parent.first_byte_us.unwrap()
+            } else {
+                parent.end_us.unwrap()
+            };
             assert!(
-                t.discovered_us >= parent.end_us.unwrap(),
+                t.discovered_us >= after,
                 "object {} before its parent",
                 t.id
             );
@@ -402,5 +411,53 @@ async fn prefetch_requests_listed_objects_before_they_are_discovered() {
             );
         }
     }
+    r.stop().await;
+}
+
+/// Like a browser's preload scanner, the loader asks for what a big HTML
+/// document references while the document still streams in; with
+/// streaming off it waits for the whole document.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn html_references_are_requested_as_the_document_streams_in() {
+    let mut corpus = generate(Preset::Accel7, 1);
+    let page = &mut corpus.pages[0];
+    let root = page.root().unwrap().id;
+    // A 3 MB document: its references sit in its first few kilobytes.
+    page.objects.iter_mut().find(|o| o.id == root).unwrap().size = 3_000_000;
+    let page = page.clone();
+    let r = start(&corpus, "streaming").await;
+    let first_child = |rec: &LoadRecord| {
+        let doc_end = rec
+            .objects
+            .iter()
+            .find(|t| t.id == root)
+            .unwrap()
+            .end_us
+            .unwrap();
+        let first = rec
+            .objects
+            .iter()
+            .filter(|t| t.id != root)
+            .map(|t| t.discovered_us)
+            .min()
+            .unwrap();
+        (first, doc_end)
+    };
+    let rec = load(&page, &r.opts(Protocol::H2, true)).await.unwrap();
+    check_complete(&page, &rec);
+    let (first, doc_end) = first_child(&rec);
+    assert!(
+        first < doc_end,
+        "streaming: first child at {first} µs, document ended {doc_end} µs"
+    );
+    let mut o = r.opts(Protocol::H2, true);
+    o.streaming = false;
+    let rec = load(&page, &o).await.unwrap();
+    check_complete(&page, &rec);
+    let (first, doc_end) = first_child(&rec);
+    assert!(
+        first >= doc_end,
+        "whole: first child at {first} µs, document ended {doc_end} µs"
+    );
     r.stop().await;
 }

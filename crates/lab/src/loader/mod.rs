@@ -3,9 +3,12 @@
 //!
 //! Discovery follows the browser's order:
 //! - the root document first;
-//! - when an HTML document or a CSS file has arrived completely, the objects
-//!   its markup or rules reference (`discovery: html` / `css`) are requested
-//!   at once, in page order;
+//! - an HTML document's references (`discovery: html`) are requested as its
+//!   bytes arrive, each once the bytes holding its URL are in (a browser's
+//!   preload scanner; [`LoadOptions::streaming`], on by default);
+//! - when a CSS file has arrived completely, the objects its rules
+//!   reference (`discovery: css`) are requested at once, in page order;
+//! - a redirect's target when the redirect has arrived (recorded pages);
 //! - when a script has arrived, it runs on the page's single main thread for
 //!   its `compute_ms` (scripts queue behind each other, as on a browser's
 //!   main thread), and only then are the objects it fetches
@@ -15,10 +18,9 @@
 //!   URLs from a hint), those objects are requested right after the
 //!   document, and discovery later finds them already requested.
 //!
-//! A browser's preload scanner finds references while the HTML still
-//! streams in; the loader waits for the whole document. The difference is at
-//! most the HTML's own transfer time and is the same for every variant a
-//! experiment compares.
+//! Requests carry Chromium's RFC 9218 `priority` header
+//! ([`chromium_priorities`]), which the origin's HTTP/2 server schedules
+//! by, so the no-hint baseline is served as Chromium would be.
 //!
 //! Connections:
 //! - **HTTP/1.1**: one request at a time per connection, up to
@@ -223,6 +225,14 @@ pub struct LoadOptions {
     pub ca_cert: Option<PathBuf>,
     /// Give up on the load after this long.
     pub timeout: Duration,
+    /// Discover an HTML document's references as its bytes arrive, as a
+    /// browser's preload scanner does (else only once it has arrived
+    /// whole). CSS and scripts reveal theirs when whole, as in a browser.
+    pub streaming: bool,
+    /// Send Chromium's `priority` request header ([`chromium_priorities`])
+    /// so a server that schedules by RFC 9218 urgency treats the loader's
+    /// requests as it treats Chromium's.
+    pub priorities: bool,
 }
 
 impl Default for LoadOptions {
@@ -243,8 +253,44 @@ impl Default for LoadOptions {
             port_h3: 443,
             ca_cert: None,
             timeout: Duration::from_secs(120),
+            streaming: true,
+            priorities: true,
         }
     }
+}
+
+/// The RFC 9218 `priority` header Chromium sends for each object of a page,
+/// as read from its NetLog (`HTTP2_SESSION_SEND_HEADERS`, Chromium 13x,
+/// loading meh15 pages from our origin): documents `u=0, i`; style sheets
+/// and fonts `u=0`; scripts `u=2` (late in the body, where our bodies put
+/// them); the first five images of the document `u=2, i` (Chromium boosts
+/// the first images it sees), other images `i` (urgency 3); script
+/// `fetch`es and other types `u=1, i`.
+pub fn chromium_priorities(page: &Page) -> HashMap<u32, &'static str> {
+    let boosted: HashSet<u32> = page
+        .document()
+        .map(|d| {
+            page.children(d.id, Discovery::Html)
+                .filter(|c| c.kind() == Kind::Image)
+                .take(5)
+                .map(|c| c.id)
+                .collect()
+        })
+        .unwrap_or_default();
+    page.objects
+        .iter()
+        .map(|o| {
+            let p = match o.kind() {
+                Kind::Html => "u=0, i",
+                Kind::Css | Kind::Font => "u=0",
+                Kind::Script => "u=2",
+                Kind::Image if boosted.contains(&o.id) => "u=2, i",
+                Kind::Image => "i",
+                Kind::Other => "u=1, i",
+            };
+            (o.id, p)
+        })
+        .collect()
 }
 
 impl LoadOptions {
@@ -306,7 +352,35 @@ pub async fn load(page: &Page, opts: &LoadOptions) -> Result<LoadRecord, LoadErr
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
     // Refuses TLS and HTTP/3 without a CA before any I/O.
-    let shared = Arc::new(pool::Shared::new(opts.clone(), scheme)?);
+    let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel::<(u32, u64)>();
+    let body_scheme = if scheme == "https" {
+        mewa_corpus::Scheme::Https
+    } else {
+        mewa_corpus::Scheme::Http
+    };
+    // Where each HTML body's references end, for discovery as it streams.
+    let ends: HashMap<u32, Vec<(u32, u64)>> = if opts.streaming {
+        page.objects
+            .iter()
+            .filter(|o| o.kind() == Kind::Html)
+            .map(|o| {
+                let e = mewa_corpus::reference_ends(page, o.id, body_scheme).unwrap_or_default();
+                (o.id, e)
+            })
+            .collect()
+    } else {
+        HashMap::new()
+    };
+    let mut revealed: HashMap<u32, usize> = HashMap::new();
+    let priority = if opts.priorities {
+        chromium_priorities(page)
+    } else {
+        HashMap::new()
+    };
+    let shared = Arc::new(
+        pool::Shared::new(opts.clone(), scheme)?
+            .for_page(opts.streaming.then_some(progress_tx), priority),
+    );
 
     let mut record = LoadRecord {
         page: page.name.clone(),
@@ -355,7 +429,27 @@ pub async fn load(page: &Page, opts: &LoadOptions) -> Result<LoadRecord, LoadErr
     }
 
     loop {
-        let next = tokio::time::timeout_at(deadline, tasks.join_next()).await;
+        let next = tokio::select! {
+            biased;
+            Some((id, bytes)) = progress_rx.recv() => {
+                // The document streams in: request what its bytes so far
+                // reference.
+                if let Some(list) = ends.get(&id) {
+                    let at = revealed.entry(id).or_insert(0);
+                    while let Some(&(child, end)) = list.get(*at) {
+                        if end > bytes {
+                            break;
+                        }
+                        *at += 1;
+                        if let Some(c) = page.object(child) {
+                            spawn_fetch(&mut tasks, &mut pending, c.clone());
+                        }
+                    }
+                }
+                continue;
+            }
+            next = tokio::time::timeout_at(deadline, tasks.join_next()) => next,
+        };
         let step = match next {
             Err(_) => {
                 record.errors.push(format!(

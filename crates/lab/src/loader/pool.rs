@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper::client::conn::http1;
 use mewa_client::dispatch::Dispatcher;
-use mewa_corpus::Object;
+use mewa_corpus::{Kind, Object};
 use mewa_model::pull::Ledger;
 use tokio::sync::{OnceCell, Semaphore};
 use tokio::task::JoinHandle;
@@ -93,6 +93,11 @@ pub(crate) struct Shared {
     conns: Mutex<Vec<ConnectionTiming>>,
     drivers: Mutex<Vec<JoinHandle<()>>>,
     groups: Mutex<HashMap<String, Arc<Group>>>,
+    /// Hears `(object id, body bytes so far)` of HTML bodies as they
+    /// arrive, for discovery while the document streams in.
+    progress: Option<tokio::sync::mpsc::UnboundedSender<(u32, u64)>>,
+    /// The `priority` header value (RFC 9218) of each object, by id.
+    priority: HashMap<u32, &'static str>,
 }
 
 /// An object's timing before anything happened to it.
@@ -149,7 +154,21 @@ impl Shared {
             conns: Mutex::new(Vec::new()),
             drivers: Mutex::new(Vec::new()),
             groups: Mutex::new(HashMap::new()),
+            progress: None,
+            priority: HashMap::new(),
         })
+    }
+
+    /// This load's page facts: where HTML progress goes, and the priority
+    /// header of each object.
+    pub(crate) fn for_page(
+        mut self,
+        progress: Option<tokio::sync::mpsc::UnboundedSender<(u32, u64)>>,
+        priority: HashMap<u32, &'static str>,
+    ) -> Shared {
+        self.progress = progress;
+        self.priority = priority;
+        self
     }
 
     /// µs since the load started.
@@ -414,6 +433,9 @@ impl Shared {
         if !absolute {
             b = b.header("host", object.host.as_str());
         }
+        if let Some(p) = self.priority.get(&object.id) {
+            b = b.header("priority", *p);
+        }
         // The corpus checked host and path, so the request always builds;
         // fall back to an empty request rather than panic.
         b.body(Empty::new()).unwrap_or_default()
@@ -432,6 +454,11 @@ impl Shared {
                 t_us: self.now_us(),
                 bytes: bytes as u64,
             });
+            if let Some(tx) = &self.progress {
+                if Kind::of(&t.content_type) == Kind::Html {
+                    let _ = tx.send((t.id, t.body_bytes));
+                }
+            }
         }
     }
 
@@ -478,10 +505,11 @@ impl Shared {
         t: &mut ObjectTiming,
         credit: &mut (dyn FnMut(u64) + Send),
     ) {
-        let req = match Request::get(object.url(self.scheme))
-            .header("user-agent", "mewa-loader")
-            .body(())
-        {
+        let mut b = Request::get(object.url(self.scheme)).header("user-agent", "mewa-loader");
+        if let Some(p) = self.priority.get(&object.id) {
+            b = b.header("priority", *p);
+        }
+        let req = match b.body(()) {
             Ok(r) => r,
             Err(e) => {
                 t.error = Some(format!("request: {e}"));
