@@ -18,6 +18,8 @@
 //!   [`report::Report`] trait that writes a result folder.
 //! - [`replay`]: whether a corpus (recorded pages above all) replays:
 //!   every object arrives, with the loader and with Chromium.
+//! - [`parity`]: the loader against Chromium without hints, the check
+//!   that the baseline every gain is measured against is a browser's.
 //! - [`meh`]: seed 000's Mobile Edge Hint experiment — client, edge and
 //!   origin in three namespaces, each page with and without the hint.
 
@@ -29,6 +31,7 @@ pub mod load;
 pub mod loader;
 pub mod meh;
 pub mod metrics;
+pub mod parity;
 pub mod record;
 pub mod replay;
 pub mod report;

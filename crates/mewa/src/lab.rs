@@ -17,7 +17,7 @@ use mewa_lab::load::AssignRule;
 use mewa_lab::meh::{Dispatch, Policy};
 use mewa_lab::record::Protocol;
 use mewa_lab::report::Report;
-use mewa_lab::{baseline, load, meh};
+use mewa_lab::{baseline, load, meh, parity};
 use mewa_link::core::parse_rate;
 
 /// `mewa lab …`
@@ -45,6 +45,92 @@ enum LabSub {
     /// connection), 30 runs each. Needs root. Results: config.json,
     /// meta.json, runs.csv, pages.csv, report.md, cdf.svg, pages-box.svg.
     Meh(MehArgs),
+    /// The built-in loader against headless Chromium, both without hints,
+    /// over the same link: per page, the median PLT and the moment every
+    /// object had been requested, and where the time goes when the PLTs
+    /// differ by more than 10 %. The check that the baseline every gain is
+    /// measured against is as fast as a browser. Needs root and Chromium.
+    /// Results: config.json, meta.json, parity.csv, report.md, parity.svg.
+    Parity(ParityArgs),
+}
+
+/// A cellular trace instead of a fixed rate.
+#[derive(Debug, Args)]
+struct TraceArgs {
+    /// Instead of a fixed rate: a mahimahi downlink trace, any file (your
+    /// own recording, or a bare name looked up in ../shared/data/traces).
+    /// Its uplink is `X.up` beside a `X.down`, or the file --uplink names.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// The uplink trace of --trace, when it is not `X.up` beside `X.down`.
+    #[arg(long, requires = "trace")]
+    uplink: Option<PathBuf>,
+}
+
+impl TraceArgs {
+    /// Sets the configuration's trace files: found, checked and absolute,
+    /// so that config.json names the same trace from any directory.
+    fn apply(
+        &self,
+        trace: &mut Option<PathBuf>,
+        uplink: &mut Option<PathBuf>,
+    ) -> anyhow::Result<()> {
+        if let Some(t) = &self.trace {
+            let (down, up) = find_trace(t, self.uplink.as_deref())?;
+            *trace = Some(absolute(&down)?);
+            *uplink = match &self.uplink {
+                Some(_) => Some(absolute(&up)?),
+                None => None,
+            };
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Args)]
+struct ParityArgs {
+    #[command(flatten)]
+    corpus: CorpusArgs,
+    /// Loads per page by each of the two [default: 5].
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Link rate both ways [default: 32mbit].
+    #[arg(long, conflicts_with = "trace")]
+    rate: Option<String>,
+    /// Round trip of the link [default: 65ms].
+    #[arg(long)]
+    rtt: Option<String>,
+    #[command(flatten)]
+    trace: TraceArgs,
+    /// Chromium binary [default: /usr/bin/chromium].
+    #[arg(long)]
+    chromium: Option<PathBuf>,
+    /// Parent of the timestamped result folder [default: out/lab].
+    #[arg(long, short)]
+    out: Option<PathBuf>,
+}
+
+impl ParityArgs {
+    fn config(&self) -> anyhow::Result<parity::Config> {
+        let mut c: parity::Config = self.corpus.base()?;
+        self.corpus.apply(&mut c.corpus, &mut c.origin)?;
+        c.runs = self.runs.unwrap_or(c.runs);
+        if let Some(r) = &self.rate {
+            c.rate_bps = rate_of(r)?;
+            c.trace = None;
+        }
+        if let Some(r) = &self.rtt {
+            c.rtt_ms = rtt_ms("--rtt", r)?;
+        }
+        self.trace.apply(&mut c.trace, &mut c.uplink)?;
+        if let Some(b) = &self.chromium {
+            c.chromium = absolute(b)?;
+        }
+        if let Some(o) = &self.out {
+            c.out = Some(o.clone());
+        }
+        Ok(c)
+    }
 }
 
 /// The pages and the origin, shared by every experiment.
@@ -54,7 +140,9 @@ struct CorpusArgs {
     /// flags given as well override its values.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Corpus JSON (`mewa corpus gen/import`); default: `meh15` with seed 1.
+    /// Corpus JSON (`mewa corpus gen/import`), or recordings imported on the
+    /// fly (a HAR, a DevTools log, a Lighthouse folder, or a folder of them);
+    /// default: `meh15` with seed 1.
     #[arg(long)]
     corpus: Option<PathBuf>,
     /// Only pages whose name contains this text (repeatable).
@@ -237,14 +325,8 @@ struct MehArgs {
     /// [default: 32mbit].
     #[arg(long, conflicts_with = "trace")]
     rate: Option<String>,
-    /// Instead of a fixed rate: a mahimahi downlink trace, any file (your
-    /// own recording, or a bare name looked up in ../shared/data/traces).
-    /// Its uplink is `X.up` beside a `X.down`, or the file --uplink names.
-    #[arg(long)]
-    trace: Option<PathBuf>,
-    /// The uplink trace of --trace, when it is not `X.up` beside `X.down`.
-    #[arg(long, requires = "trace")]
-    uplink: Option<PathBuf>,
+    #[command(flatten)]
+    trace: TraceArgs,
     /// Round trip over the radio link, client ⇄ edge [default: 45ms].
     #[arg(long)]
     radio_rtt: Option<String>,
@@ -310,16 +392,7 @@ impl MehArgs {
             c.rate_bps = rate_of(r)?;
             c.trace = None;
         }
-        if let Some(t) = &self.trace {
-            // The downlink file as found, absolute, so that config.json
-            // names the same trace from any working directory.
-            let (down, up) = find_trace(t, self.uplink.as_deref())?;
-            c.trace = Some(absolute(&down)?);
-            c.uplink = match &self.uplink {
-                Some(_) => Some(absolute(&up)?),
-                None => None,
-            };
-        }
+        self.trace.apply(&mut c.trace, &mut c.uplink)?;
         if let Some(r) = &self.radio_rtt {
             c.radio_rtt_ms = rtt_ms("--radio-rtt", r)?;
         }
@@ -370,6 +443,12 @@ pub fn run(cmd: LabCmd) -> anyhow::Result<()> {
         LabSub::Meh(a) => {
             let c = a.config()?;
             let report = with_bar(c.runs * 2, |p| meh::run(&c, p)).context("MEH experiment")?;
+            finish(&report)
+        }
+        LabSub::Parity(a) => {
+            let c = a.config()?;
+            let report =
+                with_bar(c.runs * 2, |p| parity::run(&c, p)).context("parity experiment")?;
             finish(&report)
         }
     }
@@ -464,6 +543,10 @@ mod tests {
             panic!("not load")
         };
         assert_eq!(a.config().unwrap(), load::Config::default());
+        let LabSub::Parity(a) = parse(&["parity"]) else {
+            panic!("not parity")
+        };
+        assert_eq!(a.config().unwrap(), parity::Config::default());
     }
 
     #[test]

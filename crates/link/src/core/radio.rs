@@ -165,6 +165,16 @@ impl Radio {
         }
     }
 
+    /// Puts the radio back to sleep at once, as if the phone had been quiet
+    /// longer than every tail timer (a user between two pages): the next
+    /// packet pays the full promotion. Counters are kept.
+    pub fn go_idle(&mut self) {
+        self.last_activity = None;
+        self.ready_at = Duration::ZERO;
+        self.on_dch = false;
+        self.dch_at = None;
+    }
+
     /// Promotions from idle (LTE, 3G) or FACH (3G) so far.
     pub fn promotions(&self) -> u64 {
         self.promotions
@@ -326,6 +336,21 @@ mod tests {
         assert_eq!(r.state(ms(1450)), RadioState::LteContinuous);
         assert_eq!(r.on_arrival(ms(1450), 100), ms(1450));
         assert_eq!(r.promotions(), 1);
+    }
+
+    #[test]
+    fn go_idle_makes_the_next_packet_pay_the_promotion() {
+        for (name, promotion) in [("lte", 400), ("3g", 2000)] {
+            let mut r = Radio::new(RadioConfig::preset(name).unwrap());
+            r.on_arrival(ms(0), 100);
+            let awake = ms(promotion + 10);
+            assert_eq!(r.on_arrival(awake, 100), awake, "{name}: awake, no wait");
+            // A moment later, as if the phone had been quiet for minutes.
+            r.go_idle();
+            let next = awake + ms(20);
+            assert_eq!(r.on_arrival(next, 100), next + ms(promotion), "{name}");
+            assert_eq!(r.promotions(), 2, "{name}");
+        }
     }
 
     #[test]

@@ -231,6 +231,8 @@ pub(crate) struct Emulator {
     /// when none is asked. An atomic, not a lock: the thread reads it on
     /// every turn of its loop.
     rewind: Arc<AtomicU64>,
+    /// Set to put the radio to sleep on the thread's next turn.
+    idle: Arc<AtomicBool>,
     wake: Arc<EventFd>,
     shared: Arc<Mutex<LinkStats>>,
     thread: Option<JoinHandle<Result<(), Error>>>,
@@ -256,6 +258,7 @@ impl Emulator {
         );
         let stop = Arc::new(AtomicBool::new(false));
         let rewind = Arc::new(AtomicU64::new(NO_REWIND));
+        let idle = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(Mutex::new(LinkStats::new()));
         cfg.log_events = cfg.log_events || outputs.logging();
         let started = Instant::now();
@@ -269,6 +272,7 @@ impl Emulator {
             wall,
             stop: stop.clone(),
             rewind: rewind.clone(),
+            idle: idle.clone(),
             wake: wake.clone(),
             shared: shared.clone(),
             pool: Vec::new(),
@@ -294,6 +298,7 @@ impl Emulator {
             name,
             stop,
             rewind,
+            idle,
             wake,
             shared,
             thread: Some(thread),
@@ -309,6 +314,13 @@ impl Emulator {
     /// The instant that is time zero of the link's clock.
     pub(crate) fn started(&self) -> Instant {
         self.started
+    }
+
+    /// Puts the link's radio to sleep (applied by the thread on its next
+    /// turn, which this wakes; see [`Link::radio_idle`]).
+    pub(crate) fn radio_idle(&self) {
+        self.idle.store(true, Ordering::SeqCst);
+        let _ = self.wake.write(1);
     }
 
     /// Restarts the link's delivery traces at the trace's moment `at_ms`
@@ -347,6 +359,7 @@ struct State {
     wall: SystemTime,
     stop: Arc<AtomicBool>,
     rewind: Arc<AtomicU64>,
+    idle: Arc<AtomicBool>,
     wake: Arc<EventFd>,
     shared: Arc<Mutex<LinkStats>>,
     pool: Vec<Vec<u8>>,
@@ -376,6 +389,9 @@ impl State {
             let asked = self.rewind.swap(NO_REWIND, Ordering::SeqCst);
             if asked != NO_REWIND {
                 self.link.rewind_traces(asked, self.now());
+            }
+            if self.idle.swap(false, Ordering::SeqCst) {
+                self.link.radio_idle();
             }
             let mut more = false;
             for dir in Dir::BOTH {

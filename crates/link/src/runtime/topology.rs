@@ -735,6 +735,13 @@ impl Topology {
         self.emulator(a, b).map(|e| e.rewind_traces(at_ms))
     }
 
+    /// Puts the radio of the link between `a` and `b` to sleep now, as if
+    /// the phone had been idle past every tail timer: the next packet pays
+    /// the full RRC promotion (a link without a radio model is unaffected).
+    pub fn radio_idle(&self, a: &str, b: &str) -> Result<(), Error> {
+        self.emulator(a, b).map(Emulator::radio_idle)
+    }
+
     fn emulator(&self, a: &str, b: &str) -> Result<&Emulator, Error> {
         self.links[self.link_index(a, b)?]
             .emulator

@@ -1,0 +1,434 @@
+//! `mewa lab parity`: is the built-in loader as fast as a browser? Each
+//! page loaded without any hint by the loader (one HTTP/2 connection per
+//! host group over TLS, references found as the HTML streams in,
+//! Chromium's priorities) and by headless Chromium (fresh profile per
+//! load, its own connections), over the same emulated link, back to back.
+//!
+//! A baseline slower than a browser would flatter every gain measured
+//! against it (issue 17, "An honest baseline"). Two checks per page, on the
+//! medians of the runs:
+//! - **discovery**: the moment the loader had requested every object is
+//!   no later than Chromium's (from Chromium's NetLog);
+//! - **PLT**: where the two differ by more than 10 %, the report says where
+//!   the time goes: before the last request (discovery, including script
+//!   computation, which Chromium really runs) or after it (transfer).
+
+use std::path::{Path, PathBuf};
+
+use mewa_link::runtime::LinkOptions;
+use serde::{Deserialize, Serialize};
+
+use crate::bed::{link_of, Bed};
+use crate::experiment::{
+    at_least_one, find_trace, needs_root, read_trace, rtt_in_range, CorpusChoice, ExperimentError,
+    OriginChoice, Progress, ResultFolder,
+};
+use crate::replay::{with_chromium, with_loader, Arrival};
+use crate::report::{draw, opt, to_json, Chart, Mark, Report, ReportError, Series, Table};
+use mewa_link::core::RateSpec;
+
+/// `mewa lab parity`'s settings; `Default` is what the CLI shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// The pages (default meh15; recordings work as they are).
+    pub corpus: CorpusChoice,
+    /// The origin's congestion control and CA.
+    pub origin: OriginChoice,
+    /// Loads per page by each of the two (issue 17: at least 5).
+    pub runs: usize,
+    /// Link rate both ways, bit/s (seed 000: 32 Mbit/s); unused with a trace.
+    pub rate_bps: u64,
+    /// Round trip of the link, ms (seed 000: 65 ms end to end).
+    pub rtt_ms: u64,
+    /// A mahimahi downlink trace instead of a fixed rate.
+    pub trace: Option<PathBuf>,
+    /// The uplink trace of `trace`, when not `X.up` beside `X.down`.
+    pub uplink: Option<PathBuf>,
+    /// The Chromium binary.
+    pub chromium: PathBuf,
+    /// Parent of a timestamped result folder (none: no folder).
+    pub out: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            corpus: CorpusChoice::default(),
+            origin: OriginChoice::default(),
+            runs: 5,
+            rate_bps: 32_000_000,
+            rtt_ms: 65,
+            trace: None,
+            uplink: None,
+            chromium: PathBuf::from("/usr/bin/chromium"),
+            out: Some(PathBuf::from("out/lab")),
+        }
+    }
+}
+
+/// One page: both loaders' runs and their medians.
+#[derive(Debug, Clone, Serialize)]
+pub struct ParityPage {
+    /// Page name.
+    pub page: String,
+    /// Objects in the page.
+    pub objects: usize,
+    /// The page's scripts' computation, ms (Chromium runs it for real).
+    pub compute_ms: u64,
+    /// Every loader run.
+    pub loader: Vec<Arrival>,
+    /// Every Chromium run.
+    pub chromium: Vec<Arrival>,
+}
+
+/// Median of the known values.
+fn median(v: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    let mut v: Vec<f64> = v.flatten().collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+impl ParityPage {
+    /// Median PLT of the loader and of Chromium, s.
+    pub fn plt(&self) -> (Option<f64>, Option<f64>) {
+        (
+            median(self.loader.iter().map(|a| a.plt_s)),
+            median(self.chromium.iter().map(|a| a.plt_s)),
+        )
+    }
+
+    /// Median all-requested time of the loader and of Chromium, s.
+    pub fn requested(&self) -> (Option<f64>, Option<f64>) {
+        (
+            median(self.loader.iter().map(|a| a.requested_s)),
+            median(self.chromium.iter().map(|a| a.requested_s)),
+        )
+    }
+
+    /// Whether the loader had asked for everything no later than Chromium
+    /// (1 ms of slack for clock granularity); `None` without both.
+    pub fn discovers_in_time(&self) -> Option<bool> {
+        match self.requested() {
+            (Some(l), Some(c)) => Some(l <= c + 0.001),
+            _ => None,
+        }
+    }
+
+    /// Where the PLT difference lies when it is above 10 %: the phase
+    /// (before or after the last request) whose difference is the larger.
+    pub fn where_time_goes(&self) -> Option<String> {
+        let ((Some(lp), Some(cp)), (Some(lr), Some(cr))) = (self.plt(), self.requested()) else {
+            return None;
+        };
+        if (lp - cp).abs() <= 0.10 * cp {
+            return None;
+        }
+        let discovery = cr - lr;
+        let transfer = (cp - cr) - (lp - lr);
+        let who = if cp > lp { "Chromium" } else { "the loader" };
+        Some(if discovery.abs() >= transfer.abs() {
+            format!(
+                "{who} slower by {:.0} ms, most before the last request ({:+.0} ms of discovery{})",
+                (cp - lp).abs() * 1e3,
+                discovery * 1e3,
+                if self.compute_ms > 0 {
+                    format!(", scripts compute {} ms", self.compute_ms)
+                } else {
+                    ", parsing and layout: no script computation in the page".into()
+                }
+            )
+        } else {
+            format!(
+                "{who} slower by {:.0} ms, most after the last request ({:+.0} ms of transfer)",
+                (cp - lp).abs() * 1e3,
+                transfer * 1e3
+            )
+        })
+    }
+}
+
+/// The result of a parity run.
+#[derive(Debug, Clone)]
+pub struct ParityReport {
+    /// The configuration.
+    pub config: Config,
+    /// One entry per page.
+    pub pages: Vec<ParityPage>,
+    folder: Option<ResultFolder>,
+}
+
+/// Loads every page `runs` times with the loader and with Chromium, back
+/// to back, over one testbed. Needs root and Chromium.
+pub fn run(config: &Config, progress: &Progress) -> Result<ParityReport, ExperimentError> {
+    at_least_one("--runs", config.runs)?;
+    rtt_in_range("--rtt", config.rtt_ms)?;
+    if !config.chromium.exists() {
+        return Err(ExperimentError::Config {
+            field: "--chromium",
+            message: format!(
+                "no Chromium at {} (apt-get install chromium, or --chromium PATH)",
+                config.chromium.display()
+            ),
+        });
+    }
+    let corpus = config.corpus.load()?;
+    let origin = config.origin.settings()?;
+    let (down, up) = match &config.trace {
+        Some(t) => {
+            let (d, u) = find_trace(t, config.uplink.as_deref())?;
+            (
+                RateSpec::Trace(read_trace(&d)?),
+                RateSpec::Trace(read_trace(&u)?),
+            )
+        }
+        None => (
+            RateSpec::Constant {
+                bps: config.rate_bps,
+            },
+            RateSpec::Constant {
+                bps: config.rate_bps,
+            },
+        ),
+    };
+    needs_root()?;
+    let folder = match &config.out {
+        Some(out) => Some(ResultFolder::create(out, "parity", config)?),
+        None => None,
+    };
+    let bed = Bed::start(
+        &corpus,
+        link_of(config.rtt_ms, down, up),
+        LinkOptions::default(),
+        &origin,
+    )?;
+    let work = std::env::temp_dir().join(format!("mewa-parity-{}", std::process::id()));
+    std::fs::create_dir_all(&work).map_err(|e| ExperimentError::Input {
+        path: work.clone(),
+        message: e.to_string(),
+    })?;
+    let ca_dir = origin.ca_dir.clone();
+    let mut pages: Vec<ParityPage> = corpus
+        .pages
+        .iter()
+        .map(|p| ParityPage {
+            page: p.name.clone(),
+            objects: p.objects.len(),
+            compute_ms: p.total_compute_ms(),
+            loader: Vec::new(),
+            chromium: Vec::new(),
+        })
+        .collect();
+    let total = config.runs * corpus.pages.len() * 2;
+    let mut done = 0;
+    for r in 0..config.runs {
+        for (page, out) in corpus.pages.iter().zip(pages.iter_mut()) {
+            // Alternate who goes first, so neither always meets the
+            // trace's same stretch.
+            for chromium_first in [r % 2 == 1, r % 2 == 0] {
+                progress.step(
+                    done,
+                    total,
+                    &format!(
+                        "run {}/{}, {} ({})",
+                        r + 1,
+                        config.runs,
+                        page.name,
+                        if chromium_first { "Chromium" } else { "loader" }
+                    ),
+                );
+                done += 1;
+                if chromium_first {
+                    out.chromium
+                        .push(with_chromium(&bed, page, &config.chromium, &ca_dir, &work)?);
+                } else {
+                    out.loader.push(with_loader(&bed, page)?);
+                }
+            }
+        }
+    }
+    progress.step(total, total, "done");
+    let _ = std::fs::remove_dir_all(&work);
+    bed.shutdown()?;
+    Ok(ParityReport {
+        config: config.clone(),
+        pages,
+        folder,
+    })
+}
+
+impl ParityReport {
+    /// One row per page: medians, the differences, the two checks.
+    pub fn table(&self) -> Table {
+        let mut t = Table::new(&[
+            "page",
+            "objects",
+            "loader PLT s",
+            "Chromium PLT s",
+            "PLT diff %",
+            "loader all-requested s",
+            "Chromium all-requested s",
+            "discovers in time",
+            "incomplete loads",
+            "where the time goes (PLT differs > 10 %)",
+        ]);
+        for p in &self.pages {
+            let (lp, cp) = p.plt();
+            let (lr, cr) = p.requested();
+            let incomplete = p
+                .loader
+                .iter()
+                .chain(&p.chromium)
+                .filter(|a| !a.missing.is_empty())
+                .count();
+            t.push(vec![
+                p.page.clone(),
+                p.objects.to_string(),
+                opt(lp, 3),
+                opt(cp, 3),
+                opt(lp.zip(cp).map(|(l, c)| 100.0 * (l - c) / c), 1),
+                opt(lr, 3),
+                opt(cr, 3),
+                match p.discovers_in_time() {
+                    Some(true) => "yes".into(),
+                    Some(false) => "NO".into(),
+                    None => "-".into(),
+                },
+                incomplete.to_string(),
+                p.where_time_goes().unwrap_or_default(),
+            ]);
+        }
+        t
+    }
+
+    /// Pages where the loader discovered later than Chromium.
+    pub fn late_pages(&self) -> Vec<&str> {
+        self.pages
+            .iter()
+            .filter(|p| p.discovers_in_time() == Some(false))
+            .map(|p| p.page.as_str())
+            .collect()
+    }
+
+    fn summary(&self) -> String {
+        let n = self.pages.len();
+        let within = self
+            .pages
+            .iter()
+            .filter(|p| match p.plt() {
+                (Some(l), Some(c)) => (l - c).abs() <= 0.10 * c,
+                _ => false,
+            })
+            .count();
+        let late = self.late_pages();
+        format!(
+            "{n} pages, {} runs each: loader PLT within 10 % of Chromium's on {within}; \
+             the loader asked for everything no later than Chromium on {} of {n}{}",
+            self.config.runs,
+            n - late.len(),
+            if late.is_empty() {
+                String::new()
+            } else {
+                format!(" (later on: {})", late.join(", "))
+            }
+        )
+    }
+
+    fn link(&self) -> String {
+        match &self.config.trace {
+            Some(t) => format!("trace {}, {} ms RTT", t.display(), self.config.rtt_ms),
+            None => format!(
+                "{:.1} Mbit/s, {} ms RTT",
+                self.config.rate_bps as f64 / 1e6,
+                self.config.rtt_ms
+            ),
+        }
+    }
+}
+
+impl Report for ParityReport {
+    fn text(&self) -> String {
+        format!("{}\n{}\n", self.table().to_text(), self.summary())
+    }
+
+    fn csv(&self) -> Vec<(&'static str, Table)> {
+        vec![("parity.csv", self.table())]
+    }
+
+    fn json(&self) -> Result<String, ReportError> {
+        to_json("the parity runs", &self.pages)
+    }
+
+    fn plots(&self, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
+        // Loader against Chromium, one point per page, with the diagonal.
+        let pts = |f: fn(&ParityPage) -> (Option<f64>, Option<f64>)| -> Vec<(f64, f64)> {
+            self.pages
+                .iter()
+                .filter_map(|p| {
+                    let (l, c) = f(p);
+                    Some((c?, l?))
+                })
+                .collect()
+        };
+        let plt = pts(ParityPage::plt);
+        let req = pts(ParityPage::requested);
+        let top = plt
+            .iter()
+            .chain(&req)
+            .map(|&(c, l)| c.max(l))
+            .fold(0.0, f64::max)
+            * 1.05;
+        let title = format!("Loader against Chromium, no hint ({})", self.link());
+        let chart = Chart {
+            title: &title,
+            x_label: "Chromium, s",
+            y_label: "loader, s",
+            log_y: false,
+        };
+        let series = [
+            Series {
+                name: "PLT (median)".into(),
+                points: plt,
+                mark: Mark::Points,
+                colour: 0,
+            },
+            Series {
+                name: "all requested (median)".into(),
+                points: req,
+                mark: Mark::Points,
+                colour: 1,
+            },
+            Series {
+                name: "equal".into(),
+                points: vec![(0.0, 0.0), (top, top)],
+                mark: Mark::Line,
+                colour: 2,
+            },
+        ];
+        let path = dir.join("parity.svg");
+        draw(&path, &chart, &series)?;
+        Ok(vec![path])
+    }
+
+    fn markdown(&self) -> String {
+        format!(
+            "# mewa lab parity\n\nThe loader against headless Chromium without hints, {}; medians of {} runs.\n\n{}\n{}\n\n![parity](parity.svg)\n",
+            self.link(),
+            self.config.runs,
+            self.table().to_markdown(),
+            self.summary()
+        )
+    }
+
+    fn folder(&self) -> Option<&ResultFolder> {
+        self.folder.as_ref()
+    }
+}
