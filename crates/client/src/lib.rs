@@ -5,6 +5,8 @@
 //!   number of parallel HTTP/2 connections (seed 000 Algorithm 1 with
 //!   BDP = radio bandwidth × (radio RTT + wired RTT)) and the size-balanced
 //!   object → connection map.
+//! - [`rate`] (pure): the radio bandwidth the client plans with, from what
+//!   its own recent loads delivered (no configured or trace-mean rate).
 //! - [`resolve`]: the DNS exchange with the edge (hint request option, UDP
 //!   then TCP when told to), timing it as the radio RTT.
 //! - [`dispatch`]: the books of n connections behind a lock, and the one
@@ -17,4 +19,5 @@
 pub mod advice;
 pub mod dispatch;
 pub mod proxy;
+pub mod rate;
 pub mod resolve;

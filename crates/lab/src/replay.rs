@@ -121,8 +121,15 @@ pub fn with_chromium(
     let bytes = std::fs::read(&netlog)
         .map_err(|e| BedError::Runtime(format!("reading {}: {e}", netlog.display())))?;
     let _ = std::fs::remove_file(&netlog);
-    let reqs = netlog_requests(&bytes, page).map_err(|e| BedError::Runtime(e.to_string()))?;
-    let times = crate::meh::netlog_times(&bytes, page).ok();
+    arrival_from_netlog(&bytes, page).map_err(|e| BedError::Runtime(e.to_string()))
+}
+
+/// What a Chromium NetLog says a load of `page` brought: the objects that
+/// did not arrive with their expected status, the requests beyond the
+/// page, and the load's times ([`crate::meh::netlog_times`]).
+pub fn arrival_from_netlog(bytes: &[u8], page: &Page) -> Result<Arrival, crate::meh::NetlogError> {
+    let reqs = netlog_requests(bytes, page)?;
+    let times = crate::meh::netlog_times(bytes, page).ok();
     let scheme = page.main.split("://").next().unwrap_or("http");
     let mut missing: Vec<String> = page
         .objects

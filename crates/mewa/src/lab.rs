@@ -14,7 +14,7 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use mewa_lab::experiment::{find_trace, read_config, CorpusChoice, OriginChoice, Progress};
 use mewa_lab::load::AssignRule;
-use mewa_lab::meh::{Dispatch, Policy};
+use mewa_lab::meh::{BrowserPages, Dispatch, Policy, Rrc};
 use mewa_lab::record::Protocol;
 use mewa_lab::report::Report;
 use mewa_lab::{baseline, load, meh, parity};
@@ -334,10 +334,27 @@ struct MehArgs {
     /// [default: 20ms].
     #[arg(long)]
     wired_rtt: Option<String>,
-    /// Radio bandwidth the client plans with; default: the link's rate, or
-    /// the trace's mean downlink rate.
+    /// Radio bandwidth the client is told to plan with (seed 000's known
+    /// bandwidth); default: what the client's own recent loads delivered
+    /// (peak delivery rate over one round trip, best of the last 3 loads),
+    /// as a phone can know it.
     #[arg(long)]
     bandwidth: Option<String>,
+    /// The client's bandwidth estimate before its first load (a rate the
+    /// modem would report) [default: 10mbit].
+    #[arg(long)]
+    prior: Option<String>,
+    /// The phone's radio state machine on the radio link: `lte` (400 ms
+    /// promotion from idle), `3g` (2 s) or `off`. With one, the radio is
+    /// put to sleep before every load (a user between two pages), so every
+    /// load pays the promotion [default: off].
+    #[arg(long)]
+    radio: Option<Rrc>,
+    /// Pages Chromium loads: `auto` (every page of a recorded corpus, the
+    /// three Fig. 8 pages of a generated one), `fig8` or `all`
+    /// [default: auto].
+    #[arg(long)]
+    browser_pages: Option<BrowserPages>,
     /// How objects are spread over the connections: `warm-first` (HTML,
     /// CSS and scripts on the document's connection, the rest by the
     /// hint's size-balanced assignment) or `hint` (the hint's assignment
@@ -364,10 +381,10 @@ struct MehArgs {
     /// requests to all embedded URLs on parallel connections").
     #[arg(long)]
     no_prefetch: bool,
-    /// Also load seed 000's Fig. 8 pages (the corpus pages nearest 622 KB,
-    /// 1412 KB and 3648 KB) in headless Chromium through the local proxy,
-    /// this many times with and without the hint; 0 skips it. Skipped with
-    /// a message when Chromium is not installed [default: 5].
+    /// Also load pages (see --browser-pages) in headless Chromium this many
+    /// times with the hint (through the local proxy) and without (Chromium
+    /// on its own); 0 skips it. Skipped with a message when Chromium is not
+    /// installed [default: 5].
     #[arg(long)]
     browser_runs: Option<usize>,
     /// Chromium binary for the browser runs [default: /usr/bin/chromium].
@@ -402,6 +419,11 @@ impl MehArgs {
         if let Some(b) = &self.bandwidth {
             c.bandwidth_bps = Some(rate_of(b)?);
         }
+        if let Some(b) = &self.prior {
+            c.prior_bps = parse_rate(b).map_err(|e| anyhow::anyhow!("--prior: {e}"))?;
+        }
+        c.radio = self.radio.unwrap_or(c.radio);
+        c.browser_pages = self.browser_pages.unwrap_or(c.browser_pages);
         c.policy = self.policy.unwrap_or(c.policy);
         c.dispatch = self.dispatch.unwrap_or(c.dispatch);
         if self.no_prefetch {

@@ -10,8 +10,7 @@ use std::time::Duration;
 use mewa_corpus::Page;
 use serde::Serialize;
 
-use super::netlog::netlog_times;
-use super::pairs::replay_pair_stretch;
+use super::pairs::prepare_load;
 use super::{Dispatch, Policy, Setup};
 use crate::bed::{Bed, BedError, NsServer, PORT_PLAIN};
 use crate::experiment::Progress;
@@ -50,6 +49,21 @@ pub(crate) fn headless_load<'c>(
         .arg("--dump-dom")
 }
 
+/// A load that lost objects is not a page load: its arrival, or why not.
+fn complete(a: crate::replay::Arrival) -> (Option<crate::replay::Arrival>, Option<String>) {
+    match a.missing.first() {
+        None => (Some(a), None),
+        Some(first) => {
+            let why = format!(
+                "{} of {} objects missing, first {first}",
+                a.missing.len(),
+                a.objects
+            );
+            (None, Some(why))
+        }
+    }
+}
+
 /// Why Chromium failed, in one line: its exit status and the last line
 /// it wrote to standard error.
 pub(crate) fn exit_failure(o: &std::process::Output) -> String {
@@ -63,14 +77,17 @@ pub(crate) fn exit_failure(o: &std::process::Output) -> String {
     )
 }
 
-/// One page load by headless Chromium through the local proxy.
+/// One page load by headless Chromium: through the local proxy with the
+/// hint, on its own without.
 #[derive(Debug, Clone, Serialize)]
 pub struct BrowserRun {
     /// Page name.
     pub page: String,
     /// Run index.
     pub run: usize,
-    /// Whether the proxy followed the hint (else one connection).
+    /// With the hint (through the local proxy); without, Chromium loads the
+    /// page on its own, a browser's own behaviour and the strongest
+    /// baseline.
     pub with_hint: bool,
     /// The page's own load in Chromium's NetLog, seconds: from the request
     /// for the page's URL to the last event of a request for one of its
@@ -80,22 +97,25 @@ pub struct BrowserRun {
     /// long Chromium took to ask for everything. What follows it is the
     /// only part of the load more connections can shorten.
     pub requested_s: Option<f64>,
-    /// Connections the proxy opened for the page's host.
+    /// Connections the proxy opened for the page's host (0 without the
+    /// hint: Chromium's own).
     pub n: usize,
     /// What went wrong, if anything.
     pub error: Option<String>,
 }
 
-/// Loads each page in headless Chromium through the local proxy
-/// ([`mewa_client::proxy`]) running in the client's namespace with the
-/// Chromium binary and run count of [`Setup::browser`] (nothing when it
-/// is `None`), with the hint and without (the proxy then opens one connection),
-/// back to back.
+/// Loads each page in headless Chromium with the Chromium binary and run
+/// count of [`Setup::browser`] (nothing when it is `None`), back to back:
+/// with the hint through the local proxy ([`mewa_client::proxy`], planning
+/// with `bandwidth_bps`) in the client's namespace, and without it on its
+/// own ([`crate::replay::with_chromium`]: its own connections and
+/// priorities, names as the testbed serves them).
 pub fn browser_runs(
     bed: &Bed,
     edge: SocketAddr,
     pages: &[&Page],
     cfg: &Setup,
+    bandwidth_bps: f64,
     work_dir: &std::path::Path,
     progress: &Progress,
 ) -> Result<Vec<BrowserRun>, BedError> {
@@ -121,91 +141,109 @@ pub fn browser_runs(
         for (i, page) in pages.iter().enumerate() {
             let pair = r * pages.len() + i;
             for with_hint in [r % 2 == 1, r % 2 == 0] {
-                replay_pair_stretch(topo, cfg, pair)?;
+                prepare_load(topo, cfg, pair)?;
                 progress.step(
                     out.len(),
                     total,
                     &format!("Chromium run {}/{runs}, {}", r + 1, page.name),
                 );
-                let mut pc = mewa_client::proxy::ProxyConfig::new(edge, cfg.planned_bandwidth_bps);
-                pc.origin_port = PORT_PLAIN;
-                pc.use_hints = with_hint;
-                pc.prefetch = cfg.prefetch;
-                pc.warm_first = cfg.policy == Policy::WarmFirst;
-                // The proxy pulls at the rate as the loader does; it has no
-                // fixed-budget pull, so `Pull` runs it as seed 000 pushes.
-                pc.dispatch = match cfg.dispatch {
-                    Dispatch::Pull => Dispatch::Push,
-                    d => d,
-                };
-                let (n_tx, n_rx) = mpsc::channel::<usize>();
-                let host = mewa_hint::page::host_of(&page.main).unwrap_or_default();
-                let tls = tls.clone();
-                let (proxy, port) = NsServer::start(
-                    topo,
-                    crate::bed::CLIENT,
-                    0,
-                    "proxy",
-                    Duration::from_secs(10),
-                    move |ready, stop| async move {
-                        let l = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
-                            Ok(l) => l,
-                            Err(e) => return ready.fail(e),
-                        };
-                        match l.local_addr() {
-                            Ok(a) => ready.ok(a.port()),
-                            Err(e) => return ready.fail(e),
-                        }
-                        let proxy = mewa_client::proxy::Proxy::new(pc);
-                        let serving = tokio::spawn(proxy.clone().serve_tls(l, tls));
-                        stop.wait().await;
-                        serving.abort();
-                        let n = proxy.session_of(&host).await.map_or(0, |s| s.connections());
-                        let st = &proxy.stats;
-                        tracing::info!(
+                let (arrival, error, n) = if !with_hint {
+                    let (arrival, error) = match crate::replay::with_chromium(
+                        bed,
+                        page,
+                        chromium,
+                        &cfg.ca_dir,
+                        work_dir,
+                    ) {
+                        Ok(a) => complete(a),
+                        Err(e) => (None, Some(e.to_string())),
+                    };
+                    (arrival, error, 0)
+                } else {
+                    let mut pc = mewa_client::proxy::ProxyConfig::new(edge, bandwidth_bps);
+                    pc.origin_port = PORT_PLAIN;
+                    pc.use_hints = with_hint;
+                    pc.prefetch = cfg.prefetch;
+                    pc.warm_first = cfg.policy == Policy::WarmFirst;
+                    // The proxy pulls at the rate as the loader does; it has no
+                    // fixed-budget pull, so `Pull` runs it as seed 000 pushes.
+                    pc.dispatch = match cfg.dispatch {
+                        Dispatch::Pull => Dispatch::Push,
+                        d => d,
+                    };
+                    let (n_tx, n_rx) = mpsc::channel::<usize>();
+                    let host = mewa_hint::page::host_of(&page.main).unwrap_or_default();
+                    let tls = tls.clone();
+                    let (proxy, port) = NsServer::start(
+                        topo,
+                        crate::bed::CLIENT,
+                        0,
+                        "proxy",
+                        Duration::from_secs(10),
+                        move |ready, stop| async move {
+                            let l = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+                                Ok(l) => l,
+                                Err(e) => return ready.fail(e),
+                            };
+                            match l.local_addr() {
+                                Ok(a) => ready.ok(a.port()),
+                                Err(e) => return ready.fail(e),
+                            }
+                            let proxy = mewa_client::proxy::Proxy::new(pc);
+                            let serving = tokio::spawn(proxy.clone().serve_tls(l, tls));
+                            stop.wait().await;
+                            serving.abort();
+                            let n = proxy.session_of(&host).await.map_or(0, |s| s.connections());
+                            let st = &proxy.stats;
+                            tracing::info!(
                             "proxy: browser connections h2 {}, HTTP/1.1 {}; {} requests forwarded",
                             st.browser_h2.load(std::sync::atomic::Ordering::Relaxed),
                             st.browser_h1.load(std::sync::atomic::Ordering::Relaxed),
                             st.forwarded.load(std::sync::atomic::Ordering::Relaxed)
                         );
-                        let _ = n_tx.send(n);
-                    },
-                )?;
-                let profile = work_dir.join(format!("profile-{}-{r}-{with_hint}", page.name));
-                let netlog = work_dir.join(format!("{}-{r}-{with_hint}.netlog.json", page.name));
-                let result = headless_load(
-                    &mut topo.command(crate::bed::CLIENT, chromium)?,
-                    &profile,
-                    &netlog,
-                    &certs,
-                )
-                .arg("--disable-http-cache")
-                .arg(format!("--proxy-server=https://127.0.0.1:{port}"))
-                .arg(&page.main)
-                .output();
-                proxy.stop();
-                let n = n_rx.try_recv().unwrap_or(0);
-                let (times, error) = match result {
-                    Ok(o) if o.status.success() => match std::fs::read(&netlog)
-                        .map_err(|e| format!("reading {}: {e}", netlog.display()))
-                        .and_then(|b| netlog_times(&b, page).map_err(|e| e.to_string()))
-                    {
-                        Ok(t) => (Some(t), None),
-                        Err(e) => (None, Some(e)),
-                    },
-                    Ok(o) => (None, Some(exit_failure(&o))),
-                    Err(e) => (None, Some(format!("starting {}: {e}", chromium.display()))),
+                            let _ = n_tx.send(n);
+                        },
+                    )?;
+                    let profile = work_dir.join(format!("profile-{}-{r}-{with_hint}", page.name));
+                    let netlog =
+                        work_dir.join(format!("{}-{r}-{with_hint}.netlog.json", page.name));
+                    let result = headless_load(
+                        &mut topo.command(crate::bed::CLIENT, chromium)?,
+                        &profile,
+                        &netlog,
+                        &certs,
+                    )
+                    .arg("--disable-http-cache")
+                    .arg(format!("--proxy-server=https://127.0.0.1:{port}"))
+                    .arg(&page.main)
+                    .output();
+                    proxy.stop();
+                    let n = n_rx.try_recv().unwrap_or(0);
+                    let (arrival, error) = match result {
+                        Ok(o) if o.status.success() => match std::fs::read(&netlog)
+                            .map_err(|e| format!("reading {}: {e}", netlog.display()))
+                            .and_then(|b| {
+                                crate::replay::arrival_from_netlog(&b, page)
+                                    .map_err(|e| e.to_string())
+                            }) {
+                            Ok(a) => complete(a),
+                            Err(e) => (None, Some(e)),
+                        },
+                        Ok(o) => (None, Some(exit_failure(&o))),
+                        Err(e) => (None, Some(format!("starting {}: {e}", chromium.display()))),
+                    };
+                    let _ = std::fs::remove_dir_all(&profile);
+                    if !cfg.keep_netlogs {
+                        let _ = std::fs::remove_file(&netlog);
+                    }
+                    (arrival, error, n)
                 };
-                let _ = std::fs::remove_dir_all(&profile);
-                if !cfg.keep_netlogs {
-                    let _ = std::fs::remove_file(&netlog);
-                }
                 out.push(BrowserRun {
                     page: page.name.clone(),
                     run: r,
                     with_hint,
-                    plt_s: times.map(|t| t.plt_s),
-                    requested_s: times.map(|t| t.requested_s),
+                    plt_s: arrival.as_ref().and_then(|a| a.plt_s),
+                    requested_s: arrival.as_ref().and_then(|a| a.requested_s),
                     n,
                     error,
                 });

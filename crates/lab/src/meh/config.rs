@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use mewa_link::core::radio::RadioConfig;
 use mewa_link::core::{LinkConfig, RateSpec};
 use serde::{Deserialize, Serialize};
 
@@ -41,6 +42,89 @@ impl std::str::FromStr for Policy {
     }
 }
 
+/// The bandwidth the client plans n with.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PlanRate {
+    /// A rate the client is told (seed 000's known radio bandwidth), bit/s.
+    Fixed(f64),
+    /// What the client's own recent loads delivered
+    /// ([`mewa_client::rate::DeliveryRate`]); before any, this prior
+    /// (a rate the modem would report), bit/s.
+    Observed {
+        /// The estimate before the first load, bit/s.
+        prior_bps: f64,
+    },
+}
+
+/// Which pages Chromium loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BrowserPages {
+    /// Every page of a recorded corpus, seed 000's Fig. 8 pages of a
+    /// generated one.
+    Auto,
+    /// The three pages closest to seed 000 Fig. 8's sizes.
+    Fig8,
+    /// Every page.
+    All,
+}
+
+impl std::str::FromStr for BrowserPages {
+    type Err = crate::record::UnknownName;
+    fn from_str(s: &str) -> Result<BrowserPages, Self::Err> {
+        match s {
+            "auto" => Ok(BrowserPages::Auto),
+            "fig8" => Ok(BrowserPages::Fig8),
+            "all" => Ok(BrowserPages::All),
+            other => Err(crate::record::UnknownName {
+                what: "browser page choice",
+                got: other.to_string(),
+                choices: "auto, fig8 or all",
+            }),
+        }
+    }
+}
+
+/// The phone's radio state machine on the radio link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rrc {
+    /// No RRC model: the radio is always connected.
+    Off,
+    /// LTE RRC (400 ms promotion from idle, DRX).
+    Lte,
+    /// 3G RRC (2 s promotion from idle, FACH).
+    #[serde(rename = "3g")]
+    Umts,
+}
+
+impl Rrc {
+    /// The link's radio model.
+    pub fn config(self) -> RadioConfig {
+        match self {
+            Rrc::Off => RadioConfig::Off,
+            Rrc::Lte => RadioConfig::Lte(Default::default()),
+            Rrc::Umts => RadioConfig::Umts(Default::default()),
+        }
+    }
+}
+
+impl std::str::FromStr for Rrc {
+    type Err = crate::record::UnknownName;
+    fn from_str(s: &str) -> Result<Rrc, Self::Err> {
+        match s {
+            "off" => Ok(Rrc::Off),
+            "lte" => Ok(Rrc::Lte),
+            "3g" => Ok(Rrc::Umts),
+            other => Err(crate::record::UnknownName {
+                what: "radio model",
+                got: other.to_string(),
+                choices: "lte, 3g or off",
+            }),
+        }
+    }
+}
+
 /// The radio link.
 #[derive(Debug, Clone)]
 pub enum RadioLink {
@@ -69,11 +153,16 @@ pub struct Setup {
     pub radio_rtt_ms: u64,
     /// Round trip over the wired part (edge ⇄ origin); the edge measures it.
     pub wired_rtt_ms: u64,
+    /// The phone's RRC model on the radio link; with one, the radio is put
+    /// to sleep before every load (a user between two pages), so every
+    /// load pays the promotion.
+    pub rrc: Rrc,
     /// Loads per page and variant.
     pub runs: usize,
-    /// The radio bandwidth the client plans with, bit/s (seed 000: known
-    /// to the client; here the link's rate, or a trace's mean).
-    pub planned_bandwidth_bps: f64,
+    /// The radio bandwidth the client plans with.
+    pub plan_rate: PlanRate,
+    /// Which pages Chromium loads.
+    pub browser_pages: BrowserPages,
     /// How objects are spread over the connections.
     pub policy: Policy,
     /// When leaves are requested.
@@ -111,8 +200,10 @@ impl Setup {
             },
             radio_rtt_ms: 45,
             wired_rtt_ms: 20,
+            rrc: Rrc::Off,
             runs: 30,
-            planned_bandwidth_bps: 32e6,
+            plan_rate: PlanRate::Fixed(32e6),
+            browser_pages: BrowserPages::Auto,
             policy: Policy::WarmFirst,
             dispatch: Dispatch::Auto,
             prefetch: true,
@@ -135,7 +226,10 @@ impl Setup {
                 (RateSpec::Trace(down.clone()), RateSpec::Trace(up.clone()))
             }
         };
-        link_of(self.radio_rtt_ms, down, up)
+        LinkConfig {
+            radio: self.rrc.config(),
+            ..link_of(self.radio_rtt_ms, down, up)
+        }
     }
 
     pub(crate) fn wired_link(&self) -> LinkConfig {

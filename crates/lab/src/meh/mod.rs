@@ -37,7 +37,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use browser::{BrowserRun, HEADLESS_FLAGS};
-pub use config::{Dispatch, Policy, RadioLink, Setup};
+pub use config::{BrowserPages, Dispatch, PlanRate, Policy, RadioLink, Rrc, Setup};
 pub use netlog::{netlog_requests, netlog_times, NetlogError, NetlogRequests, NetlogTimes};
 pub use pairs::{plan_bdp_bytes, run_setup, PlanAssign, PULL_FLOOR_BYTES, TRACE_STRIDE_MS};
 pub use report::MehReport;
@@ -73,9 +73,22 @@ pub struct Config {
     pub radio_rtt_ms: u64,
     /// Round trip edge ⇄ origin, ms.
     pub wired_rtt_ms: u64,
-    /// Radio bandwidth the client plans with, bit/s; none: the link's
-    /// rate, or the trace's mean downlink rate.
+    /// Radio bandwidth the client is told to plan with, bit/s (seed 000's
+    /// known bandwidth); none: what its own recent loads delivered
+    /// ([`mewa_client::rate::DeliveryRate`]), `prior_bps` before the first.
     pub bandwidth_bps: Option<u64>,
+    /// The client's bandwidth estimate before its first load, bit/s (a
+    /// rate the modem would report).
+    #[serde(default = "default_prior")]
+    pub prior_bps: u64,
+    /// The phone's RRC model on the radio link (`off`, `lte`, `3g`); with
+    /// one, the radio sleeps before every load (a user between two pages).
+    #[serde(default = "default_rrc")]
+    pub radio: Rrc,
+    /// Which pages Chromium loads: every page of a recorded corpus and the
+    /// Fig. 8 pages of a generated one (`auto`), `fig8` or `all`.
+    #[serde(default = "default_browser_pages")]
+    pub browser_pages: BrowserPages,
     /// How objects are spread over the connections.
     pub policy: Policy,
     /// When the hint-aware client requests images, fonts and media.
@@ -105,6 +118,9 @@ impl Default for Config {
             radio_rtt_ms: 45,
             wired_rtt_ms: 20,
             bandwidth_bps: None,
+            prior_bps: default_prior(),
+            radio: default_rrc(),
+            browser_pages: default_browser_pages(),
             policy: Policy::WarmFirst,
             dispatch: Dispatch::Auto,
             prefetch: true,
@@ -114,6 +130,18 @@ impl Default for Config {
             out: PathBuf::from("out/lab"),
         }
     }
+}
+
+fn default_prior() -> u64 {
+    10_000_000
+}
+
+fn default_rrc() -> Rrc {
+    Rrc::Off
+}
+
+fn default_browser_pages() -> BrowserPages {
+    BrowserPages::Auto
 }
 
 /// Runs the experiment: builds the testbed, loads every page `runs` times
@@ -150,7 +178,12 @@ pub fn run(config: &Config, progress: &Progress) -> Result<MehReport, Experiment
             config.rate_bps as f64,
         ),
     };
-    let planned = config.bandwidth_bps.map_or(link_bps, |b| b as f64);
+    let plan_rate = match config.bandwidth_bps {
+        Some(b) => PlanRate::Fixed(b as f64),
+        None => PlanRate::Observed {
+            prior_bps: config.prior_bps as f64,
+        },
+    };
     let browser = match (config.browser_runs, config.chromium.exists()) {
         (0, _) => None,
         (n, true) => Some((config.chromium.clone(), n)),
@@ -170,7 +203,9 @@ pub fn run(config: &Config, progress: &Progress) -> Result<MehReport, Experiment
         radio_rtt_ms: config.radio_rtt_ms,
         wired_rtt_ms: config.wired_rtt_ms,
         runs: config.runs,
-        planned_bandwidth_bps: planned,
+        plan_rate,
+        rrc: config.radio,
+        browser_pages: config.browser_pages,
         policy: config.policy,
         dispatch: config.dispatch,
         prefetch: config.prefetch,

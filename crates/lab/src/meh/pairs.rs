@@ -7,12 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mewa_client::advice::{plan, Fallback, Plan, Radio};
+use mewa_client::rate::DeliveryRate;
 use mewa_client::resolve::{resolve, Resolved};
 use mewa_corpus::{Corpus, Object, Page};
 use mewa_edge::app::now_unix_s;
 use mewa_link::runtime::LinkOptions;
 
 use super::browser::browser_runs;
+use super::config::{BrowserPages, PlanRate};
 use super::edge::start_edge;
 use super::summary::{fig8_pages, summarise, to_run, MehResult};
 use super::{Dispatch, Policy, RadioLink, Setup};
@@ -91,9 +93,9 @@ fn one_load(
     page: &Page,
     with_hint: bool,
     cfg: &Setup,
+    bw: f64,
 ) -> Result<(LoadRecord, Lookup), BedError> {
     let host = mewa_hint::page::host_of(&page.main).unwrap_or_default();
-    let bw = cfg.planned_bandwidth_bps;
     let policy = cfg.policy;
     let dispatch = cfg.dispatch;
     let prefetch = cfg.prefetch;
@@ -160,11 +162,13 @@ fn one_load(
 /// trace's period).
 pub const TRACE_STRIDE_MS: u64 = 9_973;
 
-/// On a trace radio link, restarts the traces at pair `pair`'s stretch
-/// (pairs spread over the trace by [`TRACE_STRIDE_MS`]), so that both loads
-/// of a pair replay the same stretch and their difference is the hint's,
-/// not the trace's. Nothing on a fixed-rate link.
-pub(crate) fn replay_pair_stretch(
+/// Before each load of pair `pair`: on a trace radio link, restarts the
+/// traces at the pair's stretch (pairs spread over the trace by
+/// [`TRACE_STRIDE_MS`]), so that both loads of a pair replay the same
+/// stretch and their difference is the hint's, not the trace's; with an
+/// RRC model, puts the radio to sleep, the idle gap a phone has between
+/// two pages, so every load pays the promotion.
+pub(crate) fn prepare_load(
     topo: &mewa_link::runtime::Topology,
     cfg: &Setup,
     pair: usize,
@@ -173,7 +177,30 @@ pub(crate) fn replay_pair_stretch(
         let at_ms = (pair as u64).saturating_mul(TRACE_STRIDE_MS);
         topo.rewind_traces(crate::bed::CLIENT, EDGE, at_ms)?;
     }
+    if cfg.rrc != super::config::Rrc::Off {
+        topo.radio_idle(crate::bed::CLIENT, EDGE)?;
+    }
     Ok(())
+}
+
+/// The client's planning bandwidth now: told, or what its recent loads
+/// delivered (the prior before any).
+pub(crate) fn plan_bandwidth(cfg: &Setup, seen: &DeliveryRate) -> f64 {
+    match cfg.plan_rate {
+        PlanRate::Fixed(b) => b,
+        PlanRate::Observed { prior_bps } => seen.estimate_bps().unwrap_or(prior_bps),
+    }
+}
+
+/// A load's body arrivals `(µs, bytes)` in time order.
+fn arrivals(rec: &LoadRecord) -> Vec<(u64, u64)> {
+    let mut a: Vec<(u64, u64)> = rec
+        .objects
+        .iter()
+        .flat_map(|o| o.chunks.iter().map(|c| (c.t_us, c.bytes)))
+        .collect();
+    a.sort_unstable();
+    a
 }
 
 /// Runs every page `cfg.runs` times with and without the hint, back to
@@ -206,6 +233,9 @@ pub fn run_setup(
     let edge_addr = SocketAddr::from((edge_ip, 53));
     let total = cfg.runs * corpus.pages.len() * 2;
     let mut done = 0;
+    // What the phone has seen its loads deliver, over windows of one
+    // end-to-end round trip.
+    let mut seen = DeliveryRate::new((cfg.radio_rtt_ms + cfg.wired_rtt_ms) * 1000);
     let mut runs = Vec::with_capacity(total);
     for r in 0..cfg.runs {
         for (i, page) in corpus.pages.iter().enumerate() {
@@ -224,8 +254,10 @@ pub fn run_setup(
                     if with_hint { "with hint" } else { "without" }
                 );
                 progress.step(done, total, &what);
-                replay_pair_stretch(topo, cfg, pair)?;
-                let (rec, lookup) = one_load(&bed, edge_addr, page, with_hint, cfg)?;
+                prepare_load(topo, cfg, pair)?;
+                let bw = plan_bandwidth(cfg, &seen);
+                let (rec, lookup) = one_load(&bed, edge_addr, page, with_hint, cfg, bw)?;
+                seen.observe(&arrivals(&rec));
                 runs.push(to_run(page, r, with_hint, &rec, &lookup));
                 done += 1;
             }
@@ -236,7 +268,14 @@ pub fn run_setup(
             let dir = work_dir.join("chromium");
             std::fs::create_dir_all(&dir)
                 .map_err(|e| BedError::Runtime(format!("creating {}: {e}", dir.display())))?;
-            browser_runs(&bed, edge_addr, &fig8_pages(corpus), cfg, &dir, progress)?
+            let pages: Vec<&Page> = match (cfg.browser_pages, bed.per_host()) {
+                (BrowserPages::All, _) | (BrowserPages::Auto, true) => {
+                    corpus.pages.iter().collect()
+                }
+                _ => fig8_pages(corpus),
+            };
+            let bw = plan_bandwidth(cfg, &seen);
+            browser_runs(&bed, edge_addr, &pages, cfg, bw, &dir, progress)?
         }
         None => Vec::new(),
     };

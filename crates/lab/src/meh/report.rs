@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use mewa_model::repro::meh;
 
-use super::{BrowserRun, Config, MehResult, RadioLink, Setup};
+use super::{BrowserRun, Config, MehResult, PlanRate, RadioLink, Setup};
 use crate::experiment::ResultFolder;
 use crate::report::{
     self, opt, to_json, BoxGroup, Chart, Mark, Report, ReportError, Series, Table,
@@ -263,14 +263,21 @@ impl MehReport {
             }
         };
         let setting = format!(
-            "radio {link}, RTT {} ms radio + {} ms wired, {} runs, policy {:?}, dispatch {:?}, prefetch {}, planned bandwidth {:.1} Mbit/s",
+            "radio {link}, RRC {:?}, RTT {} ms radio + {} ms wired, {} runs, policy {:?}, dispatch {:?}, prefetch {}, planned bandwidth {}",
+            setup.rrc,
             setup.radio_rtt_ms,
             setup.wired_rtt_ms,
             setup.runs,
             setup.policy,
             setup.dispatch,
             if setup.prefetch { "on" } else { "off" },
-            setup.planned_bandwidth_bps / 1e6
+            match setup.plan_rate {
+                PlanRate::Fixed(b) => format!("{:.1} Mbit/s (told)", b / 1e6),
+                PlanRate::Observed { prior_bps } => format!(
+                    "observed (peak delivery of the last loads; {:.0} Mbit/s before the first)",
+                    prior_bps / 1e6
+                ),
+            }
         );
         MehReport {
             config,

@@ -1,0 +1,125 @@
+//! The radio bandwidth a phone can know: what its own recent page loads
+//! delivered.
+//!
+//! Seed 000's client plans n from "radio bandwidth × RTT", and a lab that
+//! hands it the link's configured rate, or a trace's mean, tells it
+//! something no phone knows (issue 17). This estimator uses only what the
+//! client observes: the bytes its recent loads received and when. Each
+//! load gives its **peak delivery rate**, the most bytes received in any
+//! window of `window` length divided by that length (the windowed maximum
+//! of delivery rate that BBR also keeps, here per load); the estimate is
+//! the maximum over the last [`KEEP`] loads, so one load that never left
+//! slow start does not drag it down, and a radio that got worse is
+//! forgotten after a few pages. Before any load it has nothing, and the
+//! caller supplies its prior (a rate the modem reports, or a class
+//! default).
+
+use std::collections::VecDeque;
+
+/// Loads whose peak rates the estimate remembers.
+pub const KEEP: usize = 3;
+
+/// The estimator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeliveryRate {
+    window_us: u64,
+    peaks: VecDeque<f64>,
+}
+
+impl DeliveryRate {
+    /// An estimator measuring rates over windows of `window_us` µs (about
+    /// one RTT: shorter windows see bursts, longer ones include idle gaps).
+    pub fn new(window_us: u64) -> DeliveryRate {
+        DeliveryRate {
+            window_us: window_us.max(1),
+            peaks: VecDeque::new(),
+        }
+    }
+
+    /// Peak delivery rate, bit/s, of one load's arrivals `(µs, bytes)` in
+    /// time order; `None` when they span less than one window (too short
+    /// to say anything about the radio).
+    pub fn peak_bps(&self, arrivals: &[(u64, u64)]) -> Option<f64> {
+        let (first, last) = (arrivals.first()?.0, arrivals.last()?.0);
+        if last.saturating_sub(first) < self.window_us {
+            return None;
+        }
+        // Two pointers: the bytes that arrived in (t - window, t].
+        let (mut lo, mut sum, mut best) = (0usize, 0u64, 0u64);
+        for &(t, b) in arrivals {
+            sum += b;
+            while arrivals[lo].0 + self.window_us <= t {
+                sum -= arrivals[lo].1;
+                lo += 1;
+            }
+            best = best.max(sum);
+        }
+        Some(best as f64 * 8.0 / (self.window_us as f64 / 1e6))
+    }
+
+    /// Takes one load's arrivals into the estimate.
+    pub fn observe(&mut self, arrivals: &[(u64, u64)]) {
+        if let Some(p) = self.peak_bps(arrivals) {
+            if self.peaks.len() == KEEP {
+                self.peaks.pop_front();
+            }
+            self.peaks.push_back(p);
+        }
+    }
+
+    /// The estimate, bit/s, or `None` before any usable load.
+    pub fn estimate_bps(&self) -> Option<f64> {
+        self.peaks.iter().copied().reduce(f64::max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Arrivals of `bytes` every `every_us` µs from 0 to `until_us`.
+    fn steady(bytes: u64, every_us: u64, until_us: u64) -> Vec<(u64, u64)> {
+        (0..=until_us / every_us)
+            .map(|i| (i * every_us, bytes))
+            .collect()
+    }
+
+    #[test]
+    fn a_steady_stream_gives_its_rate() {
+        // 1500 B every 1 ms = 12 Mbit/s.
+        let e = DeliveryRate::new(50_000);
+        let p = e.peak_bps(&steady(1500, 1000, 500_000)).unwrap();
+        assert!((p - 12e6).abs() / 12e6 < 0.03, "{p}");
+    }
+
+    #[test]
+    fn the_peak_not_the_average() {
+        // Slow start: 1 Mbit/s for 400 ms, then 20 Mbit/s for 100 ms.
+        let mut a = steady(125, 1000, 400_000);
+        a.extend(
+            steady(2500, 1000, 100_000)
+                .into_iter()
+                .map(|(t, b)| (t + 401_000, b)),
+        );
+        let e = DeliveryRate::new(50_000);
+        let p = e.peak_bps(&a).unwrap();
+        assert!(p > 18e6 && p < 21e6, "{p}");
+    }
+
+    #[test]
+    fn remembers_the_best_of_the_last_loads_only() {
+        let mut e = DeliveryRate::new(50_000);
+        assert_eq!(e.estimate_bps(), None);
+        // Too short to measure: ignored.
+        e.observe(&[(0, 100), (10, 100)]);
+        assert_eq!(e.estimate_bps(), None);
+        e.observe(&steady(3000, 1000, 200_000)); // 24 Mbit/s
+        e.observe(&steady(1000, 1000, 200_000)); // 8
+        e.observe(&steady(1000, 1000, 200_000));
+        assert!(e.estimate_bps().unwrap() > 20e6);
+        // A fourth load pushes the 24 Mbit/s one out.
+        e.observe(&steady(1000, 1000, 200_000));
+        let est = e.estimate_bps().unwrap();
+        assert!((est - 8e6).abs() / 8e6 < 0.05, "{est}");
+    }
+}
