@@ -76,7 +76,12 @@ pub enum Fallback {
 
 /// Checks a decoded hint for `page_url` at `now_unix_s`.
 pub fn check(hint: &Hint, page_url: &str, now_unix_s: u64) -> Result<(), Fallback> {
-    let strip = |u: &str| mewa_hint::page::strip_fragment(u).to_string();
+    // The same page over http:// or https:// (a browser upgrades a page
+    // by HSTS or a redirect; the edge keeps one hint for it).
+    let strip = |u: &str| {
+        let u = mewa_hint::page::strip_fragment(u);
+        u.split_once("://").map_or(u, |(_, rest)| rest).to_string()
+    };
     if strip(&hint.page_url) != strip(page_url) {
         return Err(Fallback::OtherPage {
             got: hint.page_url.chars().take(200).collect(),
@@ -238,8 +243,25 @@ pub fn plan(hint: &Hint, page_url: &str, radio: Radio, now_unix_s: u64) -> Resul
         sizes: assignment.iter().map(|&(_, _, s)| s).collect(),
         assignment: assignment.into_iter().map(|(h, c, _)| (h, c)).collect(),
         hash_mask: hint.hash_mask(),
-        urls: object_urls(hint),
+        urls: with_scheme_of(page_url, object_urls(hint)),
     })
+}
+
+/// `urls` with the scheme `page_url` was asked with, where they have the
+/// hint's page scheme (a hint kept for `http://` used for the `https://`
+/// page).
+fn with_scheme_of(page_url: &str, urls: Vec<String>) -> Vec<String> {
+    let Some((want, _)) = page_url.split_once("://") else {
+        return urls;
+    };
+    urls.into_iter()
+        .map(|u| match u.split_once("://") {
+            Some((s, rest)) if s != want && matches!(s, "http" | "https") => {
+                format!("{want}://{rest}")
+            }
+            _ => u,
+        })
+        .collect()
 }
 
 /// Every object URL the hint carries, in its order, without the page's own
@@ -310,6 +332,14 @@ mod tests {
         let p = plan(&gap, page, RADIO, 1000).unwrap();
         assert_eq!(p.urls.len(), 3);
         assert!(!p.urls.contains(&want[1]));
+        // The same page asked over https://: the hint applies, its URLs
+        // take the scheme asked for; another page's hint does not.
+        let p = plan(&with, "https://www.a.example/", RADIO, 1000).unwrap();
+        assert_eq!(p.urls[0], "https://www.a.example/img/1.jpg");
+        assert!(matches!(
+            plan(&with, "https://www.b.example/", RADIO, 1000),
+            Err(Fallback::OtherPage { .. })
+        ));
     }
 
     const RADIO: Radio = Radio {

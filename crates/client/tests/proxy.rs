@@ -378,3 +378,104 @@ async fn proxy_serves_browsers_http2_over_tls() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An https:// page through the proxy, as Chromium loads one: CONNECT to
+/// the host's TLS port, TLS inside the tunnel with the certificate the
+/// proxy issues for that host, then plain requests that the proxy plans
+/// and forwards to the origin over TLS. A tunnel carries its own host only,
+/// and other ports are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_pages_go_through_an_intercepted_tunnel() {
+    let meh = generate(Preset::Meh15, 1);
+    let page = meh.pages[1].clone();
+    let corpus = Corpus {
+        name: "tunnel".into(),
+        provenance: meh.provenance.clone(),
+        pages: vec![page.clone()],
+    };
+    let dir = mewa_testkit::TempDir::new("proxy-tunnel");
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let origin = LoopbackOrigin::start(
+        &corpus,
+        mewa_origin::OriginConfig {
+            tls: Some(any),
+            ..origin_config(dir.join("ca"))
+        },
+    );
+    let tls_port = origin.tls.unwrap().port();
+    let edge = edge(&corpus).await;
+    let ca = Arc::new(mewa_origin::Ca::load_or_create(&dir.join("ca")).unwrap());
+    let ca_der = ca.issue(&[]).unwrap().chain[1].clone();
+    let mut cfg = config(edge, origin.plain_addr(), Dispatch::Auto);
+    cfg.origin_tls_port = tls_port;
+    cfg.upstream_tls = Some(Arc::new(
+        mewa_origin::tls::client_config([ca_der.clone()], &[b"h2"]).unwrap(),
+    ));
+    let issuer = ca.clone();
+    cfg.intercept = Some(mewa_client::proxy::Intercept {
+        certs: Arc::new(move |host: &str| {
+            let c = issuer.issue(&[host]).map_err(|e| e.to_string())?;
+            c.tcp_config().map(Arc::new).map_err(|e| e.to_string())
+        }),
+    });
+    let proxy = Proxy::new(cfg);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let paddr = listener.local_addr().unwrap();
+    tokio::spawn(proxy.clone().serve(listener));
+
+    let root = page.root().unwrap();
+    // CONNECT, then TLS for the host inside the tunnel.
+    let tcp = TcpStream::connect(paddr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .unwrap();
+    let conn = tokio::spawn(conn.with_upgrades());
+    let req = http::Request::builder()
+        .method("CONNECT")
+        .uri(format!("{}:{tls_port}", root.host))
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let up = hyper::upgrade::on(resp).await.unwrap();
+    let client = mewa_origin::tls::client_config([ca_der], &[b"http/1.1"]).unwrap();
+    let name = rustls::pki_types::ServerName::try_from(root.host.clone()).unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(client))
+        .connect(name, TokioIo::new(up))
+        .await
+        .expect("the proxy's certificate for the host verifies");
+    let (mut inner, c) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .unwrap();
+    tokio::spawn(c);
+    let ask = |path: &str, host: &str| {
+        http::Request::get(path)
+            .header("host", host)
+            .header("accept", "text/html")
+            .body(Empty::<Bytes>::new())
+            .unwrap()
+    };
+    let resp = inner
+        .send_request(ask(&root.path, &root.host))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body.len() as u64, root.size);
+    // The https body links with https:// URLs: served by the TLS listener.
+    assert!(String::from_utf8_lossy(&body).contains("https://"));
+    // Another host through this tunnel: refused.
+    inner.ready().await.unwrap();
+    let resp = inner
+        .send_request(ask("/", "elsewhere.example"))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 421);
+    let s = proxy.session_of(&root.host).await.unwrap();
+    assert_eq!(s.scheme, "https");
+    drop(inner);
+    conn.abort();
+    // CONNECT to another port: refused.
+    let (st, _) = get(paddr, &format!("{}:22", root.host), "CONNECT", "*/*").await;
+    assert_eq!(st, 403);
+}

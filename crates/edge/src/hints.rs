@@ -103,9 +103,19 @@ impl HintBook {
         (book, failed)
     }
 
-    /// The hint for a page URL (its fragment ignored).
+    /// The hint for a page URL (its fragment ignored), or for the same
+    /// page over the other scheme (`http://` ⇄ `https://`: a browser
+    /// upgrades pages by HSTS or redirects, and one hint serves both).
     pub fn by_url(&self, url: &str) -> Option<&Arc<PageHint>> {
-        self.by_url.get(strip_fragment(url))
+        let url = strip_fragment(url);
+        self.by_url.get(url).or_else(|| {
+            let other = if let Some(rest) = url.strip_prefix("http://") {
+                format!("https://{rest}")
+            } else {
+                format!("http://{}", url.strip_prefix("https://")?)
+            };
+            self.by_url.get(&other)
+        })
     }
 
     /// The hint for a TXT fallback query: document host and URL hash.
@@ -182,6 +192,9 @@ pub(crate) mod tests {
         assert!(book.by_hash("WWW.A.example", hash).is_some());
         assert!(book.by_hash("www.b.example", hash).is_none());
         assert!(book.by_url("http://www.a.example/other").is_none());
+        // The same page over https:// (an upgraded load) finds it too.
+        assert!(book.by_url("https://www.a.example/").is_some());
+        assert!(book.by_url("ftp://www.a.example/").is_none());
     }
 
     #[test]

@@ -93,14 +93,7 @@ pub fn with_chromium(
         .map_err(|e| BedError::Runtime(format!("the origin's certificate: {e}")))?;
     let profile = work.join(format!("profile-{}", page.name));
     let netlog = work.join(format!("{}.netlog.json", page.name));
-    // A generated page is served over TLS too: Chromium speaks HTTP/2 only
-    // over TLS (no h2c), so `http://` would compare HTTP/1.1 with six
-    // connections per host against the loader's HTTP/2. A recording is
-    // loaded as recorded.
-    let url = match page.root() {
-        Some(root) if !bed.per_host() => root.url("https"),
-        _ => page.main.clone(),
-    };
+    let url = browser_url(bed, page);
     let out = headless_load(
         &mut topo.command(CLIENT, chromium)?,
         &profile,
@@ -164,6 +157,17 @@ pub fn arrival_from_netlog(bytes: &[u8], page: &Page) -> Result<Arrival, crate::
         plt_s: times.map(|t| t.plt_s),
         requested_s: times.map(|t| t.requested_s),
     })
+}
+
+/// The URL Chromium loads `page` from: a recording's as recorded; a
+/// generated page's over `https://`, which the origin serves too: Chromium
+/// speaks HTTP/2 only over TLS (no h2c), and over `http://` it would use
+/// HTTP/1.1 with six connections per host, not the loader's protocol.
+pub fn browser_url(bed: &Bed, page: &Page) -> String {
+    match page.root() {
+        Some(root) if !bed.per_host() => root.url("https"),
+        _ => page.main.clone(),
+    }
 }
 
 /// The other web scheme (Chromium upgrades HSTS-preloaded `http://` pages).

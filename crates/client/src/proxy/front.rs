@@ -75,6 +75,36 @@ fn reveals<B>(req: &Request<B>, path: &str) -> bool {
     accept.starts_with("text/html") || accept.starts_with("text/css") || path_reveals(path)
 }
 
+/// Serves one browser connection (or tunnel) over HTTP/2 or HTTP/1.1 until
+/// it ends. HTTP/1.1 with upgrades: a `CONNECT` tunnel outlives its
+/// request.
+async fn serve_browser<I, S>(io: I, h2: bool, svc: S)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::Service<
+            Request<Incoming>,
+            Response = Response<ProxyBody>,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    if h2 {
+        let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .initial_stream_window_size(8 << 20)
+            .initial_connection_window_size(16 << 20)
+            .max_concurrent_streams(256)
+            .serve_connection(TokioIo::new(io), svc)
+            .await;
+    } else {
+        let _ = hyper::server::conn::http1::Builder::new()
+            .serve_connection(TokioIo::new(io), svc)
+            .with_upgrades()
+            .await;
+    }
+}
+
 fn error(status: StatusCode, why: &str) -> Response<ProxyBody> {
     let mut r = Response::new(
         Full::new(Bytes::from(format!("mewa proxy: {why}\n")))
@@ -99,9 +129,13 @@ impl Proxy {
         })
     }
 
-    /// The current session of `host`, if any (for logs and tests).
+    /// The current session of `host`, if any (for logs and tests): its
+    /// `http://` one, else its `https://` one.
     pub async fn session_of(&self, host: &str) -> Option<Arc<Session>> {
-        self.sessions.lock().await.get(host).cloned()
+        let m = self.sessions.lock().await;
+        m.get(&format!("http://{host}"))
+            .or_else(|| m.get(&format!("https://{host}")))
+            .cloned()
     }
 
     /// Serves browser connections from `listener` (cleartext HTTP/1.1)
@@ -148,9 +182,7 @@ impl Proxy {
                 });
                 let Some(acc) = tls else {
                     me2.stats.browser_h1.fetch_add(1, Ordering::Relaxed);
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(tcp), svc)
-                        .await;
+                    serve_browser(tcp, false, svc).await;
                     return;
                 };
                 // A client that never finishes its handshake must not hold
@@ -160,20 +192,14 @@ impl Proxy {
                 else {
                     return;
                 };
-                if s.get_ref().1.alpn_protocol() == Some(b"h2") {
-                    me2.stats.browser_h2.fetch_add(1, Ordering::Relaxed);
-                    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .initial_stream_window_size(8 << 20)
-                        .initial_connection_window_size(16 << 20)
-                        .max_concurrent_streams(256)
-                        .serve_connection(TokioIo::new(s), svc)
-                        .await;
+                let h2 = s.get_ref().1.alpn_protocol() == Some(b"h2");
+                let counter = if h2 {
+                    &me2.stats.browser_h2
                 } else {
-                    me2.stats.browser_h1.fetch_add(1, Ordering::Relaxed);
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(s), svc)
-                        .await;
-                }
+                    &me2.stats.browser_h1
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                serve_browser(s, h2, svc).await;
             });
         }
     }
@@ -185,15 +211,17 @@ impl Proxy {
     /// session of its own.
     async fn session(
         &self,
+        scheme: &'static str,
         host: &str,
         url: &str,
         is_document: bool,
     ) -> Result<Arc<Session>, SessionError> {
+        let key = format!("{scheme}://{host}");
         // Held across the lookups: concurrent first requests for a host
         // wait for one session instead of each planning their own.
         let mut map = self.sessions.lock().await;
         let fresh = |s: &Session| s.idle_for() < self.cfg.session_idle && !s.is_closed();
-        if let Some(s) = map.get(host) {
+        if let Some(s) = map.get(&key) {
             if fresh(s) {
                 return Ok(s.clone());
             }
@@ -202,11 +230,11 @@ impl Proxy {
         if !is_document {
             let same = r.addrs.first().and_then(|ip| {
                 map.values()
-                    .find(|s| s.addr.ip() == *ip && fresh(s))
+                    .find(|s| s.addr.ip() == *ip && s.scheme == scheme && fresh(s))
                     .cloned()
             });
             if let Some(s) = same {
-                map.insert(host.to_string(), s.clone());
+                map.insert(key, s.clone());
                 return Ok(s);
             }
         }
@@ -227,21 +255,98 @@ impl Proxy {
                 tracing::info!("proxy: {url}: one connection ({why})");
             }
         }
-        map.insert(host.to_string(), s.clone());
+        map.insert(key, s.clone());
         Ok(s)
     }
 
-    /// Handles one browser request.
-    pub async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
-        let refuse = |status, why: &str| {
-            self.stats.refused.fetch_add(1, Ordering::Relaxed);
-            error(status, why)
-        };
-        if req.method() == http::Method::CONNECT {
-            return refuse(
+    fn refuse(&self, status: StatusCode, why: &str) -> Response<ProxyBody> {
+        self.stats.refused.fetch_add(1, Ordering::Relaxed);
+        error(status, why)
+    }
+
+    /// A browser's `CONNECT host:443`: with [`ProxyConfig::intercept`],
+    /// answers 200 and serves the tunnel itself (TLS with a certificate for
+    /// `host`, then HTTP/2 or HTTP/1.1), every request inside planned and
+    /// forwarded like a `http://` one; refused otherwise, and for any other
+    /// port.
+    fn tunnel(self: &Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
+        let Some(intercept) = self.cfg.intercept.clone() else {
+            return self.refuse(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "CONNECT is not supported: this proxy carries http:// pages only",
             );
+        };
+        let Some(auth) = req.uri().authority().cloned() else {
+            return self.refuse(StatusCode::BAD_REQUEST, "CONNECT needs host:port");
+        };
+        if auth.port_u16() != Some(self.cfg.origin_tls_port) {
+            return self.refuse(
+                StatusCode::FORBIDDEN,
+                "only the origin TLS port the proxy was configured for",
+            );
+        }
+        let host = auth.host().to_ascii_lowercase();
+        let tls = match (intercept.certs)(&host) {
+            Ok(t) => t,
+            Err(e) => return self.refuse(StatusCode::BAD_GATEWAY, &format!("no certificate: {e}")),
+        };
+        let me = self.clone();
+        tokio::spawn(async move {
+            let Ok(up) = hyper::upgrade::on(req).await else {
+                return;
+            };
+            let acc = tokio_rustls::TlsAcceptor::from(tls);
+            let Ok(Ok(s)) =
+                tokio::time::timeout(Duration::from_secs(10), acc.accept(TokioIo::new(up))).await
+            else {
+                return;
+            };
+            let h2 = s.get_ref().1.alpn_protocol() == Some(b"h2");
+            let svc = hyper::service::service_fn(move |r| {
+                let (me, host) = (me.clone(), host.clone());
+                async move { Ok::<_, std::convert::Infallible>(me.in_tunnel(r, &host).await) }
+            });
+            serve_browser(s, h2, svc).await;
+        });
+        Response::new(
+            Full::new(Bytes::new())
+                .map_err(|never| match never {})
+                .boxed(),
+        )
+    }
+
+    /// A request inside the tunnel to `host`: only for that host (a tunnel
+    /// is not a way to other hosts), forwarded as `https://host/path`.
+    async fn in_tunnel(&self, req: Request<Incoming>, host: &str) -> Response<ProxyBody> {
+        let named = req
+            .uri()
+            .host()
+            .map(str::to_string)
+            .or_else(|| {
+                let h = req.headers().get(http::header::HOST)?.to_str().ok()?;
+                let a: http::uri::Authority = h.parse().ok()?;
+                Some(a.host().to_string())
+            })
+            .map(|h| h.to_ascii_lowercase());
+        if named.as_deref() != Some(host) {
+            return self.refuse(
+                StatusCode::MISDIRECTED_REQUEST,
+                &format!("this tunnel is for {host} only"),
+            );
+        }
+        let path = req
+            .uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_string();
+        self.forward_to(req, "https", host.to_string(), path).await
+    }
+
+    /// Handles one browser request.
+    pub async fn handle(self: &Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
+        let refuse = |status, why: &str| self.refuse(status, why);
+        if req.method() == http::Method::CONNECT {
+            return self.tunnel(req);
         }
         let uri = req.uri().clone();
         if uri.scheme_str() != Some("http") {
@@ -260,13 +365,26 @@ impl Proxy {
             );
         }
         let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
-        let url = format!("http://{host}{path}");
+        self.forward_to(req, "http", host, path).await
+    }
+
+    /// Plans (per host and scheme) and forwards a request for
+    /// `scheme://host/path`, or answers it from a prefetched response.
+    async fn forward_to(
+        &self,
+        req: Request<Incoming>,
+        scheme: &'static str,
+        host: String,
+        path: String,
+    ) -> Response<ProxyBody> {
+        let url = format!("{scheme}://{host}{path}");
+        let uri = req.uri().clone();
         let is_document = req
             .headers()
             .get(http::header::ACCEPT)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|a| a.starts_with("text/html"));
-        let session = match self.session(&host, &url, is_document).await {
+        let session = match self.session(scheme, &host, &url, is_document).await {
             Ok(s) => s,
             Err(e) => {
                 self.stats.upstream_errors.fetch_add(1, Ordering::Relaxed);
@@ -308,7 +426,7 @@ impl Proxy {
         // HTTP/2 takes the authority from the URI.
         let (mut p, b) = up.into_parts();
         p.uri = match http::Uri::builder()
-            .scheme("http")
+            .scheme(scheme)
             .authority(host.as_str())
             .path_and_query(path.as_str())
             .build()

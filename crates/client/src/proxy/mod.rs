@@ -90,6 +90,16 @@ pub struct ProxyConfig {
     pub radio_rtt: Option<Duration>,
     /// Origin port for h2c.
     pub origin_port: u16,
+    /// Origin port for HTTP/2 over TLS (`https://` pages).
+    pub origin_tls_port: u16,
+    /// TLS towards origins, for `https://` pages (ALPN `h2`); without it
+    /// such pages are refused.
+    pub upstream_tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+    /// Terminates a browser's `CONNECT` tunnels to `https://` pages with a
+    /// certificate for the tunnel's host, so the proxy sees and plans the
+    /// requests inside (a proxy on the phone, trusted by its browser, as
+    /// seed 000's nghttpx was). `None`: `CONNECT` is refused.
+    pub intercept: Option<Intercept>,
     /// Browser connections accepted only from these addresses (loopback
     /// when empty).
     pub allow_from: Vec<IpAddr>,
@@ -112,6 +122,9 @@ impl ProxyConfig {
             warm_first: true,
             dispatch: Dispatch::Auto,
             origin_port: 80,
+            origin_tls_port: 443,
+            upstream_tls: None,
+            intercept: None,
             allow_from: Vec::new(),
             session_idle: Duration::from_secs(10),
             timeout: Duration::from_secs(5),
@@ -124,6 +137,24 @@ impl ProxyConfig {
         } else {
             self.allow_from.contains(&peer)
         }
+    }
+}
+
+/// The TLS server configuration for a host's tunnel: a certificate the
+/// browser trusts for that host.
+pub type CertFor =
+    dyn Fn(&str) -> Result<std::sync::Arc<rustls::ServerConfig>, String> + Send + Sync;
+
+/// How the proxy terminates `CONNECT` tunnels ([`ProxyConfig::intercept`]).
+#[derive(Clone)]
+pub struct Intercept {
+    /// The server configuration for a host (ALPN `h2` and `http/1.1`).
+    pub certs: std::sync::Arc<CertFor>,
+}
+
+impl std::fmt::Debug for Intercept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Intercept")
     }
 }
 

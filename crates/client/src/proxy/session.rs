@@ -53,6 +53,8 @@ pub enum SessionError {
 pub struct Session {
     /// The host.
     pub host: String,
+    /// `http` (h2c to the origin) or `https` (HTTP/2 over TLS).
+    pub scheme: &'static str,
     /// The origin address the edge gave.
     pub addr: SocketAddr,
     /// The plan, or why the client fell back to one connection.
@@ -210,7 +212,23 @@ impl Session {
                 host: host.to_string(),
                 why: "the edge gave no address".into(),
             })?;
-        let addr = SocketAddr::new(ip, cfg.origin_port);
+        let https = page_url.starts_with("https://");
+        let (scheme, port) = if https {
+            ("https", cfg.origin_tls_port)
+        } else {
+            ("http", cfg.origin_port)
+        };
+        let addr = SocketAddr::new(ip, port);
+        let tls = match (https, &cfg.upstream_tls) {
+            (false, _) => None,
+            (true, Some(t)) => Some((t.clone(), host.to_string())),
+            (true, None) => {
+                return Err(SessionError::Connect {
+                    addr,
+                    why: "an https:// page needs TLS towards the origin (upstream_tls)".into(),
+                })
+            }
+        };
         let plan = match &r.hint {
             _ if !cfg.use_hints => Err(Fallback::Disabled),
             Ok(h) => plan(
@@ -227,7 +245,7 @@ impl Session {
         let n = plan.as_ref().map_or(1, |p| p.n as usize);
         let mut opening = tokio::task::JoinSet::new();
         for _ in 0..n {
-            opening.spawn(connect(addr, cfg.timeout));
+            opening.spawn(connect(addr, cfg.timeout, tls.clone()));
         }
         let mut conns = Vec::with_capacity(n);
         let mut last_err = None;
@@ -267,6 +285,7 @@ impl Session {
         };
         Ok(Session {
             host: host.to_string(),
+            scheme,
             addr,
             in_flight: conns.iter().map(|_| AtomicU64::new(0)).collect(),
             sent: conns.iter().map(|_| AtomicU64::new(0)).collect(),
@@ -316,7 +335,7 @@ impl Session {
             let mut m = lock(&self.prefetched);
             for u in p.urls {
                 let host = match http::Uri::try_from(u.as_str()) {
-                    Ok(uri) if uri.scheme_str() == Some("http") && uri.port().is_none() => {
+                    Ok(uri) if uri.scheme_str() == Some(self.scheme) && uri.port().is_none() => {
                         uri.host().map(str::to_ascii_lowercase)
                     }
                     _ => None,
@@ -335,7 +354,7 @@ impl Session {
             let (edge, timeout) = (p.edge, p.timeout);
             tokio::spawn(async move {
                 if host != me.host {
-                    let page = format!("http://{host}/");
+                    let page = format!("{}://{host}/", me.scheme);
                     let same = matches!(
                         resolve(edge, &host, &page, timeout).await,
                         Ok(r) if r.addrs.first() == Some(&me.addr.ip())
@@ -604,19 +623,45 @@ pub(super) async fn lookup(
         })
 }
 
+/// A connection's byte stream: TCP, or TLS over it.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+/// One HTTP/2 connection to the origin: h2c, or over TLS naming `host`
+/// (ALPN `h2`) when `tls` is given.
 async fn connect(
     addr: SocketAddr,
     timeout: Duration,
+    tls: Option<(Arc<rustls::ClientConfig>, String)>,
 ) -> Result<http2::SendRequest<ProxyBody>, String> {
     let tcp = tokio::time::timeout(timeout, TcpStream::connect(addr))
         .await
         .map_err(|_| format!("no answer within {timeout:?}"))?
         .map_err(|e| e.to_string())?;
     let _ = tcp.set_nodelay(true);
-    let (send, conn) = http2::Builder::new(TokioExecutor::new())
-        .initial_stream_window_size(8 << 20)
-        .initial_connection_window_size(16 << 20)
-        .handshake(TokioIo::new(tcp))
+    let builder = {
+        let mut b = http2::Builder::new(TokioExecutor::new());
+        b.initial_stream_window_size(8 << 20)
+            .initial_connection_window_size(16 << 20);
+        b
+    };
+    let io: Box<dyn Io> = match tls {
+        None => Box::new(tcp),
+        Some((cfg, host)) => {
+            let name = rustls::pki_types::ServerName::try_from(host)
+                .map_err(|e| format!("TLS name: {e}"))?;
+            let s = tokio::time::timeout(
+                timeout,
+                tokio_rustls::TlsConnector::from(cfg).connect(name, tcp),
+            )
+            .await
+            .map_err(|_| format!("no TLS handshake within {timeout:?}"))?
+            .map_err(|e| format!("TLS: {e}"))?;
+            Box::new(s)
+        }
+    };
+    let (send, conn) = builder
+        .handshake(TokioIo::new(io))
         .await
         .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
     tokio::spawn(async move {

@@ -2,6 +2,7 @@
 //! proxy (`mewa_client::proxy`) in the client's namespace, with the hint
 //! and without, and the NetLog says how long the page took.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -135,6 +136,34 @@ pub fn browser_runs(
             .tcp_config()
             .map_err(|e| BedError::Runtime(format!("the proxy's TLS: {e}")))?,
     );
+    // https:// pages: the proxy terminates the browser's CONNECT tunnels
+    // with a certificate for each host (same key, so Chromium's SPKI pin
+    // trusts it), and speaks TLS to the origin.
+    let ca = Arc::new(
+        mewa_origin::Ca::load_or_create(&cfg.ca_dir)
+            .map_err(|e| BedError::Runtime(format!("the test CA: {e}")))?,
+    );
+    let upstream = Arc::new(
+        certs
+            .client_config(&[b"h2"])
+            .map_err(|e| BedError::Runtime(format!("TLS towards the origin: {e}")))?,
+    );
+    let issued: Arc<std::sync::Mutex<HashMap<String, Arc<rustls::ServerConfig>>>> = Arc::default();
+    let intercept = mewa_client::proxy::Intercept {
+        certs: Arc::new(move |host: &str| {
+            let mut m = mewa_model::sync::lock(&issued);
+            if let Some(c) = m.get(host) {
+                return Ok(c.clone());
+            }
+            let c = ca
+                .issue(&[host])
+                .and_then(|c| c.tcp_config())
+                .map_err(|e| e.to_string())?;
+            let c = Arc::new(c);
+            m.insert(host.to_string(), c.clone());
+            Ok(c)
+        }),
+    };
     let total = pages.len() * runs * 2;
     let mut out = Vec::with_capacity(total);
     for r in 0..runs {
@@ -161,6 +190,9 @@ pub fn browser_runs(
                     (arrival, error, 0)
                 } else {
                     let mut pc = mewa_client::proxy::ProxyConfig::new(edge, bandwidth_bps);
+                    pc.origin_tls_port = crate::bed::PORT_TLS;
+                    pc.upstream_tls = Some(upstream.clone());
+                    pc.intercept = Some(intercept.clone());
                     pc.origin_port = PORT_PLAIN;
                     pc.use_hints = with_hint;
                     pc.prefetch = cfg.prefetch;
@@ -215,7 +247,7 @@ pub fn browser_runs(
                     )
                     .arg("--disable-http-cache")
                     .arg(format!("--proxy-server=https://127.0.0.1:{port}"))
-                    .arg(&page.main)
+                    .arg(crate::replay::browser_url(bed, page))
                     .output();
                     proxy.stop();
                     let n = n_rx.try_recv().unwrap_or(0);
