@@ -247,8 +247,14 @@ pub fn run(config: &Config, progress: &Progress) -> Result<ParityReport, Experim
                 );
                 done += 1;
                 if chromium_first {
-                    out.chromium
-                        .push(with_chromium(&bed, page, &config.chromium, &ca_dir, &work)?);
+                    out.chromium.push(with_chromium(
+                        &bed,
+                        page,
+                        &config.chromium,
+                        &ca_dir,
+                        &work,
+                        None,
+                    )?);
                 } else {
                     out.loader.push(with_loader(&bed, page)?);
                 }

@@ -9,6 +9,7 @@
 //! gets a 404 at once (the origin counts them) and an unrecorded host does
 //! not resolve.
 
+use std::net::SocketAddr;
 use std::path::Path;
 
 use mewa_corpus::Page;
@@ -76,16 +77,19 @@ pub fn with_loader(bed: &Bed, page: &Page) -> Result<Arrival, BedError> {
     })
 }
 
-/// Loads `page` in headless Chromium (fresh profile, names resolved as the
-/// testbed serves them, the origin's leaf trusted by its SPKI) and lists
-/// what did not arrive, from its NetLog. `work` holds the profile and the
-/// NetLog while it runs.
+/// Loads `page` in headless Chromium (fresh profile, the origin's leaf
+/// trusted by its SPKI) and lists what did not arrive, from its NetLog.
+/// Names resolve as the testbed serves them: with `dns`, by Chromium's own
+/// resolver asking that DNS server (the edge, over the radio link, as a
+/// phone does); without, by `--host-resolver-rules` (no DNS traffic).
+/// `work` holds the profile and the NetLog while it runs.
 pub fn with_chromium(
     bed: &Bed,
     page: &Page,
     chromium: &Path,
     ca_dir: &Path,
     work: &Path,
+    dns: Option<SocketAddr>,
 ) -> Result<Arrival, BedError> {
     let topo = bed.running()?;
     let certs = mewa_origin::Ca::load_or_create(ca_dir)
@@ -94,19 +98,38 @@ pub fn with_chromium(
     let profile = work.join(format!("profile-{}", page.name));
     let netlog = work.join(format!("{}.netlog.json", page.name));
     let url = browser_url(bed, page);
-    let out = headless_load(
-        &mut topo.command(CLIENT, chromium)?,
-        &profile,
-        &netlog,
-        &certs,
-    )
-    .arg(format!(
-        "--host-resolver-rules={}",
-        bed.chromium_resolver_rules()
-    ))
-    .arg(&url)
-    .output()
-    .map_err(|e| BedError::Runtime(format!("starting {}: {e}", chromium.display())))?;
+    let mut cmd = match dns {
+        // Chromium's own resolver, asking `dns` over the link: a private
+        // mount namespace puts a resolv.conf naming it over the machine's.
+        Some(server) => {
+            let conf = work.join(format!("resolv-{}.conf", page.name));
+            std::fs::write(
+                &conf,
+                format!("nameserver {}\noptions timeout:2 attempts:2\n", server.ip()),
+            )
+            .map_err(|e| BedError::Runtime(format!("writing {}: {e}", conf.display())))?;
+            let mut c = topo.command(CLIENT, "unshare")?;
+            c.args(["--mount", "--", "sh", "-c"])
+                .arg(format!(
+                    "mount --bind '{}' /etc/resolv.conf && exec \"$0\" \"$@\"",
+                    conf.display()
+                ))
+                .arg(chromium);
+            c
+        }
+        None => {
+            let mut c = topo.command(CLIENT, chromium)?;
+            c.arg(format!(
+                "--host-resolver-rules={}",
+                bed.chromium_resolver_rules()
+            ));
+            c
+        }
+    };
+    let out = headless_load(&mut cmd, &profile, &netlog, &certs)
+        .arg(&url)
+        .output()
+        .map_err(|e| BedError::Runtime(format!("starting {}: {e}", chromium.display())))?;
     let _ = std::fs::remove_dir_all(&profile);
     if !out.status.success() {
         return Err(BedError::Runtime(crate::meh::browser::exit_failure(&out)));

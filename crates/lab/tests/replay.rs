@@ -84,7 +84,8 @@ fn every_recording_replays_with_the_loader_and_chromium() {
         }
         if let Some(bin) = &browser {
             let got =
-                replay::with_chromium(&bed, page, bin, &tmp.path().join("ca"), tmp.path()).unwrap();
+                replay::with_chromium(&bed, page, bin, &tmp.path().join("ca"), tmp.path(), None)
+                    .unwrap();
             eprintln!(
                 "{}: Chromium {:?} s, {} unrecorded requests {:?}",
                 page.name,

@@ -45,6 +45,10 @@ pub struct ProxyStats {
 pub struct Proxy {
     cfg: ProxyConfig,
     sessions: tokio::sync::Mutex<HashMap<String, Arc<Session>>>,
+    /// One gate per `scheme://host` being opened: concurrent first requests
+    /// for a host wait for one session instead of each planning their
+    /// own, while other hosts resolve and connect in parallel.
+    opening: tokio::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Counters.
     pub stats: ProxyStats,
 }
@@ -125,6 +129,7 @@ impl Proxy {
         Arc::new(Proxy {
             cfg,
             sessions: tokio::sync::Mutex::new(HashMap::new()),
+            opening: tokio::sync::Mutex::new(HashMap::new()),
             stats: ProxyStats::default(),
         })
     }
@@ -217,17 +222,29 @@ impl Proxy {
         is_document: bool,
     ) -> Result<Arc<Session>, SessionError> {
         let key = format!("{scheme}://{host}");
-        // Held across the lookups: concurrent first requests for a host
-        // wait for one session instead of each planning their own.
-        let mut map = self.sessions.lock().await;
         let fresh = |s: &Session| s.idle_for() < self.cfg.session_idle && !s.is_closed();
-        if let Some(s) = map.get(&key) {
-            if fresh(s) {
-                return Ok(s.clone());
-            }
+        let current =
+            |map: &HashMap<String, Arc<Session>>| map.get(&key).filter(|s| fresh(s)).cloned();
+        if let Some(s) = current(&*self.sessions.lock().await) {
+            return Ok(s);
+        }
+        // This host's gate, held across its lookup and connections (a
+        // radio round trip and more): the map itself is locked only
+        // briefly, so other hosts do not wait behind this one.
+        let gate = self
+            .opening
+            .lock()
+            .await
+            .entry(key.clone())
+            .or_default()
+            .clone();
+        let _opening = gate.lock().await;
+        if let Some(s) = current(&*self.sessions.lock().await) {
+            return Ok(s);
         }
         let r = lookup(&self.cfg, host, url).await?;
         if !is_document {
+            let mut map = self.sessions.lock().await;
             let same = r.addrs.first().and_then(|ip| {
                 map.values()
                     .find(|s| s.addr.ip() == *ip && s.scheme == scheme && fresh(s))
@@ -255,7 +272,7 @@ impl Proxy {
                 tracing::info!("proxy: {url}: one connection ({why})");
             }
         }
-        map.insert(key, s.clone());
+        self.sessions.lock().await.insert(key, s.clone());
         Ok(s)
     }
 

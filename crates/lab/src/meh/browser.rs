@@ -183,6 +183,9 @@ pub fn browser_runs(
                         chromium,
                         &cfg.ca_dir,
                         work_dir,
+                        // Names through the edge over the radio, as the
+                        // proxy of the hint variant resolves them.
+                        Some(edge),
                     ) {
                         Ok(a) => complete(a),
                         Err(e) => (None, Some(e.to_string())),
