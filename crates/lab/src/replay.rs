@@ -38,7 +38,9 @@ pub struct Arrival {
     /// `done_us`, Chromium's NetLog span).
     pub plt_s: Option<f64>,
     /// Seconds from the same start to the last request for one of the
-    /// page's objects: how long discovery took.
+    /// page's objects: how long discovery took (the moment the request
+    /// was decided: Chromium's `URL_REQUEST_START_JOB`, the loader's
+    /// `discovered_us`; both before any connection it waits for).
     pub requested_s: Option<f64>,
 }
 
@@ -68,10 +70,12 @@ pub fn with_loader(bed: &Bed, page: &Page) -> Result<Arrival, BedError> {
         missing,
         unrecorded: Vec::new(),
         plt_s: record.done_us.map(|us| us as f64 / 1e6),
+        // When the loader decided to ask (a connection may still be
+        // opening), as Chromium's NetLog starts a request's job.
         requested_s: record
             .objects
             .iter()
-            .map(|t| t.request_us)
+            .map(|t| t.discovered_us)
             .max()
             .map(|us| us as f64 / 1e6),
     })
