@@ -25,6 +25,7 @@ fn book() -> &'static HintBook {
                 etag: None,
                 discovery: Discovery::Parser,
                 parent: None,
+                recorded: Default::default(),
             })
             .collect();
         let page = PageMeta {
