@@ -326,6 +326,17 @@ pub fn read_trace(p: &Path) -> Result<DeliveryTrace, ExperimentError> {
     DeliveryTrace::parse(&text).map_err(|e| input(format!("not a mahimahi trace: {e}")))
 }
 
+/// A trace's two files found ([`find_trace`]) and read ([`read_trace`]):
+/// the downlink file's path, the downlink and the uplink.
+pub fn read_traces(
+    trace: &Path,
+    uplink: Option<&Path>,
+) -> Result<(PathBuf, DeliveryTrace, DeliveryTrace), ExperimentError> {
+    let (down, up) = find_trace(trace, uplink)?;
+    let (d, u) = (read_trace(&down)?, read_trace(&up)?);
+    Ok((down, d, u))
+}
+
 /// One step of a running experiment.
 #[derive(Debug, Clone, Copy)]
 pub struct Step<'a> {

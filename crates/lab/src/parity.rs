@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bed::{link_of, Bed};
 use crate::experiment::{
-    at_least_one, find_trace, needs_root, read_trace, rtt_in_range, CorpusChoice, ExperimentError,
+    at_least_one, needs_root, read_traces, rtt_in_range, CorpusChoice, ExperimentError,
     OriginChoice, Progress, ResultFolder,
 };
 use crate::replay::{with_chromium, with_loader, Arrival};
@@ -82,19 +82,9 @@ pub struct ParityPage {
     pub chromium: Vec<Arrival>,
 }
 
-/// Median of the known values.
+/// Median of the known values ([`crate::metrics::median`]).
 fn median(v: impl Iterator<Item = Option<f64>>) -> Option<f64> {
-    let mut v: Vec<f64> = v.flatten().collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
+    crate::metrics::median(&v.flatten().collect::<Vec<f64>>())
 }
 
 impl ParityPage {
@@ -184,11 +174,8 @@ pub fn run(config: &Config, progress: &Progress) -> Result<ParityReport, Experim
     let origin = config.origin.settings()?;
     let (down, up) = match &config.trace {
         Some(t) => {
-            let (d, u) = find_trace(t, config.uplink.as_deref())?;
-            (
-                RateSpec::Trace(read_trace(&d)?),
-                RateSpec::Trace(read_trace(&u)?),
-            )
+            let (_, d, u) = read_traces(t, config.uplink.as_deref())?;
+            (RateSpec::Trace(d), RateSpec::Trace(u))
         }
         None => (
             RateSpec::Constant {

@@ -156,11 +156,7 @@ pub fn arrival_from_netlog(bytes: &[u8], page: &Page) -> Result<Arrival, crate::
         .iter()
         .filter_map(|o| {
             let u = o.url(scheme);
-            match reqs
-                .arrived
-                .get(&u)
-                .or_else(|| reqs.arrived.get(&o.url(other(scheme))))
-            {
+            match reqs.arrived.get(&o.url("")) {
                 Some(Some(st)) if *st != o.status() => Some(format!(
                     "{u} (HTTP status {st}, the page expects {})",
                     o.status()
@@ -194,14 +190,5 @@ pub fn browser_url(bed: &Bed, page: &Page) -> String {
     match page.root() {
         Some(root) if !bed.per_host() => root.url("https"),
         _ => page.main.clone(),
-    }
-}
-
-/// The other web scheme (Chromium upgrades HSTS-preloaded `http://` pages).
-fn other(scheme: &str) -> &'static str {
-    if scheme == "https" {
-        "http"
-    } else {
-        "https"
     }
 }

@@ -44,7 +44,7 @@ pub use report::MehReport;
 pub use summary::{fig8_pages, full_hint_bytes, summarise, MehPage, MehResult, MehRun};
 
 use crate::experiment::{
-    at_least_one, find_trace, needs_root, read_trace, rtt_in_range, CorpusChoice, ExperimentError,
+    at_least_one, needs_root, read_traces, rtt_in_range, CorpusChoice, ExperimentError,
     OriginChoice, Progress, ResultFolder,
 };
 
@@ -155,8 +155,7 @@ pub fn run(config: &Config, progress: &Progress) -> Result<MehReport, Experiment
     let corpus = config.corpus.load()?;
     let (radio, link_bps) = match &config.trace {
         Some(t) => {
-            let (down, up) = find_trace(t, config.uplink.as_deref())?;
-            let (d, u) = (read_trace(&down)?, read_trace(&up)?);
+            let (down, d, u) = read_traces(t, config.uplink.as_deref())?;
             let mean = d.mean_bps();
             let name = down.file_name().map_or_else(
                 || down.display().to_string(),

@@ -123,6 +123,8 @@ pub fn netlog_times(netlog: &[u8], page: &Page) -> Result<NetlogTimes, NetlogErr
 pub struct NetlogRequests {
     /// Page URLs requested whose requests ended without a network error,
     /// with the HTTP status of their response when the NetLog has it.
+    /// Keyed `://host/path` (as `Object::url("")` writes it), whatever the
+    /// scheme Chromium used (it upgrades HSTS-preloaded pages).
     pub arrived: std::collections::BTreeMap<String, Option<u16>>,
     /// Page URLs whose request failed, with Chromium's `net_error`.
     pub failed: Vec<(String, i64)>,
@@ -212,7 +214,7 @@ pub fn netlog_requests(netlog: &[u8], page: &Page) -> Result<NetlogRequests, Net
             match err.filter(|_| i == last) {
                 Some(code) => out.failed.push((url, code)),
                 None => {
-                    out.arrived.insert(url, status);
+                    out.arrived.insert(without_scheme(&url), status);
                 }
             }
         }
