@@ -48,6 +48,7 @@ fuzz_target!(|data: &[u8]| {
             30,
         ),
         max_udp_payload: 1232,
+        compact_payload: mewa_edge::dns::COMPACT_UDP_PAYLOAD,
         upstream: true,
     };
     for t in [Transport::Udp, Transport::Tcp] {

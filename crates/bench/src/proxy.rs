@@ -243,6 +243,7 @@ pub fn run(b: ProxyBench) -> crate::Result<()> {
             Responder {
                 zone,
                 max_udp_payload: 1232,
+                compact_payload: mewa_edge::dns::COMPACT_UDP_PAYLOAD,
                 upstream: false,
             },
             Vec::new(),

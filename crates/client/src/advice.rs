@@ -247,6 +247,14 @@ pub fn plan(hint: &Hint, page_url: &str, radio: Radio, now_unix_s: u64) -> Resul
     })
 }
 
+/// The object URLs a hint carries for `page_url` (checked as [`plan`]
+/// checks it): what a client prefetches when the URL list came apart from
+/// the compact hint it planned with ([`crate::resolve::fetch_over_tcp`]).
+pub fn urls_of(hint: &Hint, page_url: &str, now_unix_s: u64) -> Result<Vec<String>, Fallback> {
+    check(hint, page_url, now_unix_s)?;
+    Ok(with_scheme_of(page_url, object_urls(hint)))
+}
+
 /// `urls` with the scheme `page_url` was asked with, where they have the
 /// hint's page scheme (a hint kept for `http://` used for the `https://`
 /// page).

@@ -5,8 +5,12 @@
 //!
 //! Over UDP first; when the edge says the hint did not fit ("retry over
 //! TCP") or truncates the answer, the query is repeated over TCP (RFC 7766
-//! framing) for the hint. The hint is decoded here but not judged: bounds
-//! and freshness are [`crate::advice::check`]'s job.
+//! framing) for the hint. When the answer carries the compact hint and says
+//! the URL list waits over TCP ([`Resolved::urls_over_tcp`]), the caller
+//! asks for it with [`fetch_over_tcp`] while it connects to the origin:
+//! the edge is one radio round trip away, the origin's TCP and TLS
+//! handshakes take two end-to-end round trips. The hint is decoded here but
+//! not judged: bounds and freshness are [`crate::advice::check`]'s job.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -72,6 +76,11 @@ pub struct Resolved {
     pub rtt: Duration,
     /// Whether the hint had to be fetched over TCP.
     pub over_tcp: bool,
+    /// The UDP answer carried the compact hint; the form with every
+    /// object's URL is the edge's answer over TCP ([`fetch_over_tcp`]).
+    pub urls_over_tcp: bool,
+    /// Size of the UDP answer, bytes (the whole DNS message).
+    pub answer_bytes: usize,
 }
 
 fn query_id() -> u16 {
@@ -83,7 +92,9 @@ fn query_id() -> u16 {
     (n ^ (n >> 16)) as u16
 }
 
-fn build(host: &str, page_url: &str) -> Result<(u16, Vec<u8>), ResolveError> {
+/// The query the client sends: `A host` with the hint request for
+/// `page_url` in its OPT record (advertising 1232 bytes), and its ID.
+pub fn hint_query(host: &str, page_url: &str) -> Result<(u16, Vec<u8>), ResolveError> {
     let bad = |what: &str, why: String| ResolveError::Query {
         what: what.to_string(),
         why,
@@ -116,7 +127,7 @@ pub async fn resolve(
     page_url: &str,
     timeout: Duration,
 ) -> Result<Resolved, ResolveError> {
-    let (id, q) = build(host, page_url)?;
+    let (id, q) = hint_query(host, page_url)?;
     let io = |error| ResolveError::Io { edge, error };
     let bind: SocketAddr = if edge.is_ipv4() {
         ([0, 0, 0, 0], 0).into()
@@ -134,7 +145,7 @@ pub async fn resolve(
             // Ignore anything that is not the answer to this query.
             if let Ok(m) = Message::from_vec(&buf[..n]) {
                 if m.metadata.id == id && m.metadata.message_type == MessageType::Response {
-                    return Ok::<_, std::io::Error>(m);
+                    return Ok::<_, std::io::Error>((m, n));
                 }
             }
         }
@@ -142,17 +153,18 @@ pub async fn resolve(
     .await
     .map_err(|_| ResolveError::Timeout { edge, timeout })?
     .map_err(io)?;
+    let (answer, answer_len) = answer;
     let rtt = t0.elapsed();
     let mut r = read(&answer, edge, rtt)?;
+    r.answer_bytes = answer_len;
     let retry = answer.metadata.truncation
         || matches!(hint_option(&answer), Some(Ok(HintResponse::RetryTcp)));
     if retry {
-        let m = tokio::time::timeout(timeout, tcp_exchange(edge, &q, id))
-            .await
-            .map_err(|_| ResolveError::Timeout { edge, timeout })??;
+        let m = tcp_exchange(edge, &q, id, timeout).await?;
         let again = read(&m, edge, rtt)?;
         r = Resolved {
             over_tcp: true,
+            answer_bytes: answer_len,
             addrs: if again.addrs.is_empty() {
                 r.addrs
             } else {
@@ -164,7 +176,37 @@ pub async fn resolve(
     Ok(r)
 }
 
-async fn tcp_exchange(edge: SocketAddr, q: &[u8], id: u16) -> Result<Message, ResolveError> {
+/// The edge's answer over TCP for `host` and the hint of `page_url`: the
+/// form with every object's URL when the UDP answer said it waits there
+/// ([`Resolved::urls_over_tcp`]). Its `rtt` is the whole exchange's
+/// (handshake included), not the radio RTT.
+pub async fn fetch_over_tcp(
+    edge: SocketAddr,
+    host: &str,
+    page_url: &str,
+    timeout: Duration,
+) -> Result<Resolved, ResolveError> {
+    let (id, q) = hint_query(host, page_url)?;
+    let t0 = Instant::now();
+    let m = tcp_exchange(edge, &q, id, timeout).await?;
+    let mut r = read(&m, edge, t0.elapsed())?;
+    r.over_tcp = true;
+    Ok(r)
+}
+
+/// One query over TCP (RFC 7766 framing), within `timeout`.
+async fn tcp_exchange(
+    edge: SocketAddr,
+    q: &[u8],
+    id: u16,
+    timeout: Duration,
+) -> Result<Message, ResolveError> {
+    tokio::time::timeout(timeout, tcp_exchange_once(edge, q, id))
+        .await
+        .map_err(|_| ResolveError::Timeout { edge, timeout })?
+}
+
+async fn tcp_exchange_once(edge: SocketAddr, q: &[u8], id: u16) -> Result<Message, ResolveError> {
     let io = |error| ResolveError::Io { edge, error };
     let mut s = TcpStream::connect(edge).await.map_err(io)?;
     let len = u16::try_from(q.len()).map_err(|_| ResolveError::Answer {
@@ -218,16 +260,19 @@ fn read(m: &Message, edge: SocketAddr, rtt: Duration) -> Result<Resolved, Resolv
         Some(Err(e)) => (Err(Fallback::Malformed(e.to_string())), 0),
         Some(Ok(HintResponse::Unknown)) => (Err(Fallback::Unknown), 0),
         Some(Ok(HintResponse::RetryTcp)) => (Err(Fallback::Missing), 0),
-        Some(Ok(HintResponse::Hint(b))) => (
+        Some(Ok(HintResponse::Hint(b) | HintResponse::Compact(b))) => (
             Hint::from_bytes(&b).map_err(|e| Fallback::Malformed(e.to_string())),
             b.len(),
         ),
     };
+    let urls_over_tcp = matches!(hint_option(m), Some(Ok(HintResponse::Compact(_))));
     Ok(Resolved {
         addrs,
         hint,
         hint_bytes,
         rtt,
         over_tcp: false,
+        urls_over_tcp,
+        answer_bytes: 0,
     })
 }

@@ -65,9 +65,9 @@ async fn fetch_every_object(paddr: SocketAddr, page: &mewa_corpus::Page, port: u
     }
 }
 
-/// A served 1412k meh15 page (Algorithm 1 asks for several connections),
-/// the origin's address and the edge's.
-async fn served_page() -> (mewa_corpus::Page, SocketAddr, SocketAddr) {
+/// The 1412k meh15 page (Algorithm 1 asks for several connections; its
+/// objects are on five hosts), alone in a corpus.
+fn page_1412k() -> (mewa_corpus::Page, Corpus) {
     let meh = generate(Preset::Meh15, 1);
     let page = meh
         .pages
@@ -80,6 +80,13 @@ async fn served_page() -> (mewa_corpus::Page, SocketAddr, SocketAddr) {
         provenance: meh.provenance.clone(),
         pages: vec![page.clone()],
     };
+    (page, corpus)
+}
+
+/// A served 1412k meh15 page (Algorithm 1 asks for several connections),
+/// the origin's address and the edge's.
+async fn served_page() -> (mewa_corpus::Page, SocketAddr, SocketAddr) {
+    let (page, corpus) = page_1412k();
     let dir = std::env::temp_dir().join(format!("mewa-proxy-{}", std::process::id()));
     let origin = LoopbackOrigin::start(&corpus, origin_config(dir.join("ca")));
     let origin_addr = origin.plain_addr();
@@ -478,4 +485,75 @@ async fn https_pages_go_through_an_intercepted_tunnel() {
     // CONNECT to another port: refused.
     let (st, _) = get(paddr, &format!("{}:22", root.host), "CONNECT", "*/*").await;
     assert_eq!(st, 403);
+}
+
+/// A page whose URL list does not fit the edge's UDP answer, on hosts at
+/// two addresses: the proxy plans with the compact hint, fetches the URL
+/// list over TCP while it connects, and prefetches every object, those of
+/// the other address on that host's own session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_gets_the_url_list_over_tcp_and_prefetches_every_host() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (page, corpus) = page_1412k();
+    let dir = std::env::temp_dir().join(format!("mewa-proxy-tcp-{}", std::process::id()));
+    let mut ocfg = origin_config(dir.join("ca"));
+    // Every loopback address: the page's hosts live at two of them.
+    ocfg.plain = Some(SocketAddr::from(([0, 0, 0, 0], 0)));
+    let origin = LoopbackOrigin::start(&corpus, ocfg);
+    let port = origin.plain_addr().port();
+    origin.keep_running();
+    let root = page.root().unwrap();
+    let mut spec = EdgeSpec::for_corpus(&corpus, 20_000);
+    let other: std::net::IpAddr = [127, 0, 0, 2].into();
+    for (host, addrs) in &mut spec.zone {
+        if *host != root.host {
+            *addrs = vec![other];
+        }
+    }
+    // Too small for the URL form: the compact hint over UDP.
+    spec.udp_payload = (512, 512);
+    let edge = LoopbackEdge::start(spec).await.addr;
+    let mut cfg = ProxyConfig::new(edge, 32e6);
+    cfg.radio_rtt = Some(Duration::from_millis(45));
+    cfg.origin_port = port;
+    let proxy = Proxy::new(cfg);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let paddr = listener.local_addr().unwrap();
+    tokio::spawn(proxy.clone().serve(listener));
+
+    let url = |o: &mewa_corpus::Object| format!("http://{}:{port}{}", o.host, o.path);
+    let (st, body) = get(paddr, &url(root), "GET", "text/html").await;
+    assert_eq!((st.as_u16(), body.len() as u64), (200, root.size));
+    let session = proxy.session_of(&root.host).await.unwrap();
+    let t = session.timeline();
+    assert!(t.urls_over_tcp, "{t:?}");
+    assert!(t.answer_bytes > 0 && t.answer_bytes <= 512, "{t:?}");
+    assert!(
+        session.plan.as_ref().unwrap().urls.is_empty(),
+        "planned by hash"
+    );
+    let objects = page.objects.len() as u64;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while session.prefetch_counts().0 < objects - 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "prefetched {:?} of {objects} objects; {:?}",
+            session.prefetch_counts(),
+            session.timeline()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let t = session.timeline();
+    assert!(t.urls.is_some() && t.urls_error.is_none(), "{t:?}");
+    fetch_every_object(paddr, &page, port).await;
+    assert_eq!(proxy.stats.prefetch_hits.load(Relaxed), objects - 1);
+    // The other address's objects went over that host's own session.
+    let elsewhere = page.objects.iter().filter(|o| o.host != root.host).count() as u64;
+    assert!(elsewhere > 0);
+    let here = session.requests_per_connection().iter().sum::<u64>();
+    assert_eq!(
+        here,
+        objects - elsewhere,
+        "only the document host's objects here"
+    );
 }

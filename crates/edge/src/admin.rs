@@ -264,6 +264,11 @@ fn metrics(edge: &Edge) -> String {
         get(&m.hints_retry_tcp),
     );
     counter(
+        "mewa_edge_hints_compact_total",
+        "Compact hints over UDP whose URL list waits over TCP.",
+        get(&m.hints_compact),
+    );
+    counter(
         "mewa_edge_dns_forwarded_total",
         "Queries forwarded upstream.",
         get(&m.forwarded),

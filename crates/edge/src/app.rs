@@ -65,6 +65,7 @@ impl Edge {
         let responder = Responder {
             zone: zone.clone(),
             max_udp_payload: config.dns.max_udp_payload,
+            compact_payload: config.dns.compact_payload,
             upstream: config.dns.upstream.is_some(),
         };
         let dns = Arc::new(EdgeDns::new(

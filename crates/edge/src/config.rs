@@ -18,6 +18,10 @@ listen = "0.0.0.0:53"
 # Largest UDP answer we send (the client's advertised size caps it further).
 # 1232 avoids IP fragmentation on common paths (DNS Flag Day 2020).
 max_udp_payload = 1232
+# Largest UDP answer when a page's hint with URLs does not fit one: the
+# answer then carries the compact hint (sizes by URL hash) and the client
+# fetches the URL list over TCP while it connects to the origin.
+compact_payload = 1000
 # TTL of the address answers, seconds.
 answer_ttl_s = 30
 # Resolver that names outside the zone are forwarded to; none = REFUSED.
@@ -134,6 +138,8 @@ pub struct DnsConfig {
     pub listen: SocketAddr,
     /// Largest UDP answer.
     pub max_udp_payload: u16,
+    /// Largest UDP answer carrying a compact hint (URL list over TCP).
+    pub compact_payload: u16,
     /// TTL of address answers, seconds.
     pub answer_ttl_s: u32,
     /// Upstream resolver for other names.
@@ -149,6 +155,7 @@ impl Default for DnsConfig {
         DnsConfig {
             listen: SocketAddr::from(([0, 0, 0, 0], 53)),
             max_udp_payload: 1232,
+            compact_payload: crate::dns::COMPACT_UDP_PAYLOAD,
             answer_ttl_s: 30,
             upstream: None,
             forward_from: [
@@ -389,6 +396,15 @@ impl EdgeConfig {
             return Err(bad(
                 "dns.max_udp_payload",
                 format!("{} is below 512, the DNS minimum", self.dns.max_udp_payload),
+            ));
+        }
+        if self.dns.compact_payload < 512 || self.dns.compact_payload > self.dns.max_udp_payload {
+            return Err(bad(
+                "dns.compact_payload",
+                format!(
+                    "{} must lie between 512 and dns.max_udp_payload ({})",
+                    self.dns.compact_payload, self.dns.max_udp_payload
+                ),
             ));
         }
         for n in &self.dns.forward_from {

@@ -64,6 +64,9 @@ pub struct Metrics {
     pub hints_unknown: AtomicU64,
     /// Hints that did not fit UDP (client told to retry over TCP).
     pub hints_retry_tcp: AtomicU64,
+    /// Compact hints over UDP whose URL form waits over TCP (also counted
+    /// by their form).
+    pub hints_compact: AtomicU64,
     /// Hint sizes: counts per bucket of [`HINT_BUCKETS`] (≤ bound), then
     /// the overflow bucket.
     pub hint_bytes: [AtomicU64; 7],
@@ -87,7 +90,14 @@ impl Metrics {
         let Some(h) = &a.hint else { return };
         self.hint_requests.fetch_add(1, Ordering::Relaxed);
         match h {
-            HintServed::Hint { bytes, form } => {
+            HintServed::Hint {
+                bytes,
+                form,
+                compact,
+            } => {
+                if *compact {
+                    self.hints_compact.fetch_add(1, Ordering::Relaxed);
+                }
                 let c = match form {
                     mewa_hint::wire::Form::WithUrls => &self.hints_urls,
                     mewa_hint::wire::Form::Full => &self.hints_full,

@@ -127,7 +127,7 @@ async fn address_answers_carry_hints_over_udp_and_tcp() {
     let r = Message::from_vec(&raw).unwrap();
     assert_eq!(r.answers.len(), 1, "the address answer stays complete");
     match hint_of(&r) {
-        Some(HintResponse::Hint(h)) => assert!(Hint::from_bytes(&h).unwrap().partial),
+        Some(HintResponse::Compact(h)) => assert!(Hint::from_bytes(&h).unwrap().partial),
         Some(HintResponse::RetryTcp) => {}
         other => panic!("{other:?}"),
     }

@@ -113,11 +113,17 @@ pub enum HintResponse {
     Unknown,
     /// The hint does not fit this UDP answer; ask again over TCP.
     RetryTcp,
+    /// A compact hint follows (by hash, or partial: enough to plan n and
+    /// balance), and the edge has the full form with every object's URL,
+    /// too large for this UDP answer: a client that prefetches asks again
+    /// over TCP while it connects to the origin (the edge is one radio
+    /// round trip away, the origin's handshake takes longer).
+    Compact(Vec<u8>),
 }
 
 impl HintResponse {
     /// Option data: `[version][status][hint bytes]`, status 0 = hint, 1 =
-    /// unknown page, 2 = retry over TCP.
+    /// unknown page, 2 = retry over TCP, 3 = compact hint, URLs over TCP.
     pub fn encode(&self) -> Vec<u8> {
         match self {
             HintResponse::Hint(b) => {
@@ -128,6 +134,12 @@ impl HintResponse {
             }
             HintResponse::Unknown => vec![OPTION_VERSION, 1],
             HintResponse::RetryTcp => vec![OPTION_VERSION, 2],
+            HintResponse::Compact(b) => {
+                let mut out = Vec::with_capacity(2 + b.len());
+                out.extend_from_slice(&[OPTION_VERSION, 3]);
+                out.extend_from_slice(b);
+                out
+            }
         }
     }
 
@@ -140,6 +152,7 @@ impl HintResponse {
             [_, 0, rest @ ..] => Ok(HintResponse::Hint(rest.to_vec())),
             [_, 1] => Ok(HintResponse::Unknown),
             [_, 2] => Ok(HintResponse::RetryTcp),
+            [_, 3, rest @ ..] => Ok(HintResponse::Compact(rest.to_vec())),
             [_, 1 | 2, ..] => Err(DnsError::Truncated),
             [_, s, ..] => Err(DnsError::Status(*s)),
         }
@@ -279,10 +292,12 @@ mod tests {
         assert_eq!(HintResponse::Hint(vec![1, 2]).encode(), vec![1, 0, 1, 2]);
         assert_eq!(HintResponse::Unknown.encode(), vec![1, 1]);
         assert_eq!(HintResponse::RetryTcp.encode(), vec![1, 2]);
+        assert_eq!(HintResponse::Compact(vec![5]).encode(), vec![1, 3, 5]);
         for r in [
             HintResponse::Hint(vec![9; 10]),
             HintResponse::Unknown,
             HintResponse::RetryTcp,
+            HintResponse::Compact(vec![7; 5]),
         ] {
             assert_eq!(HintResponse::decode(&r.encode()).unwrap(), r);
         }

@@ -348,11 +348,11 @@ async fn failures_are_recorded_not_fatal() {
     r.stop().await;
 }
 
-/// With the object URLs a hint carries, every listed object is asked for
-/// before the document has arrived (nothing waits for its discovery), and
-/// once: discovery later finds it already requested.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn prefetch_requests_listed_objects_before_they_are_discovered() {
+/// One complat page (a fifth of its objects revealed by scripts) whose
+/// document the origin answers after 200 ms of think time: on loopback it
+/// would otherwise end within a millisecond, a race with the loader's own
+/// requests on a busy machine.
+fn slow_document_page() -> (Corpus, Page) {
     let mut corpus = generate_with(
         Preset::Complat,
         1,
@@ -363,7 +363,17 @@ async fn prefetch_requests_listed_objects_before_they_are_discovered() {
     )
     .unwrap();
     corpus.pages.truncate(1);
+    corpus.pages[0].objects[0].think_ms = 200;
     let page = corpus.pages[0].clone();
+    (corpus, page)
+}
+
+/// With the object URLs a hint carries, every listed object is asked for
+/// before the document has arrived (nothing waits for its discovery), and
+/// once: discovery later finds it already requested.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefetch_requests_listed_objects_before_they_are_discovered() {
+    let (corpus, page) = slow_document_page();
     let r = start(&corpus, "prefetch").await;
     let mut o = r.opts(Protocol::H2, false);
     let root = page.root().unwrap();
@@ -400,14 +410,83 @@ async fn prefetch_requests_listed_objects_before_they_are_discovered() {
             assert!(t.discovered_us >= root_end, "unlisted object {}", t.id);
         } else {
             // When the loader asked for it: before the document arrived.
-            // (When the request reached the socket depends on the
-            // scheduler: on loopback under a parallel test run a small
-            // document can finish first.)
             assert!(
                 t.discovered_us < root_end,
                 "object {} asked for at {} µs, the document ended at {root_end} µs",
                 t.id,
                 t.discovered_us
+            );
+        }
+    }
+    r.stop().await;
+}
+
+/// A URL list that arrives during the load (the edge's TCP answer beside a
+/// compact UDP hint) is prefetched as it comes; a list that never comes
+/// leaves the page to its own discovery, whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_list_arriving_during_the_load_is_prefetched() {
+    let (corpus, page) = slow_document_page();
+    let r = start(&corpus, "prefetch-later").await;
+    let root = page.root().unwrap();
+    let listed: Vec<String> = page
+        .objects
+        .iter()
+        .filter(|x| x.parent.is_some())
+        .map(|x| x.url("http"))
+        .collect();
+    for arrives in [true, false] {
+        let mut o = r.opts(Protocol::H2, false);
+        let (tx, rx) = tokio::sync::watch::channel(None);
+        o.prefetch_later = Some(rx);
+        // Sent (or dropped) 50 ms into the load, while the document is
+        // still on its way.
+        let list = listed.clone();
+        let sender = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if arrives {
+                let _ = tx.send(Some(Arc::new(list)));
+            }
+        });
+        let rec = load(&page, &o).await.unwrap();
+        sender.await.unwrap();
+        assert!(rec.ok(), "{:?}", rec.errors);
+        assert_eq!(rec.objects.len(), page.objects.len(), "each object once");
+        assert_eq!(rec.body_bytes(), page.total_bytes());
+        let root_end = rec
+            .objects
+            .iter()
+            .find(|t| t.id == root.id)
+            .and_then(|t| t.end_us)
+            .unwrap();
+        let early = rec
+            .objects
+            .iter()
+            .filter(|t| t.id != root.id && t.discovered_us < root_end)
+            .count();
+        // What a script reveals can only be asked for before the document
+        // has ended when the list named it.
+        let by_script = |id: u32| {
+            page.object(id)
+                .is_some_and(|o| o.discovery == Discovery::Script)
+        };
+        let early_scripted = rec
+            .objects
+            .iter()
+            .filter(|t| by_script(t.id) && t.discovered_us < root_end)
+            .count();
+        let scripted = page.objects.iter().filter(|o| by_script(o.id)).count();
+        assert!(scripted > 0);
+        if arrives {
+            assert_eq!(
+                early,
+                page.objects.len() - 1,
+                "all asked before the document ended"
+            );
+        } else {
+            assert_eq!(
+                early_scripted, 0,
+                "script-revealed objects wait for their script"
             );
         }
     }

@@ -52,6 +52,11 @@ struct ContextArgs {
     /// Largest hint in bytes; bigger pages get the partial form.
     #[arg(long, default_value_t = DNS_UDP_BUDGET)]
     budget: usize,
+    /// Largest UDP answer carrying the compact hint when the URL form does
+    /// not fit (the edge's `dns.compact_payload`); the URL list then goes
+    /// over TCP.
+    #[arg(long, default_value_t = mewa_edge::dns::COMPACT_UDP_PAYLOAD)]
+    compact_payload: u16,
     /// Policy α sent to the client (seed 001).
     #[arg(long, default_value_t = 1.0 / 3.0)]
     alpha: f64,
@@ -140,6 +145,66 @@ struct Sized {
     /// Why nothing fits the budget, when it does not.
     #[serde(skip_serializing_if = "Option::is_none")]
     over_budget: Option<String>,
+    /// The edge's UDP answer to the client's query, bytes (the whole DNS
+    /// message, as `mewa edge` answers it).
+    udp_answer_bytes: Option<usize>,
+    /// What it carries: `urls`, `compact` (the hint by hash or partial;
+    /// the URL list over TCP), `retry_tcp`.
+    udp_carries: &'static str,
+    /// The answer over TCP with the URL list, when the UDP one is compact,
+    /// bytes.
+    tcp_answer_bytes: Option<usize>,
+}
+
+/// The edge's answers for `ctx`'s page, measured by its own answering
+/// code: (UDP answer bytes, what it carries, TCP answer bytes when the
+/// URL list goes there).
+fn dns_answers(
+    ctx: &PageContext,
+    args: &ContextArgs,
+) -> anyhow::Result<(Option<usize>, &'static str, Option<usize>)> {
+    use mewa_edge::dns::{HintServed, Outcome, Responder, Transport, Zone};
+    let host = mewa_hint::page::host_of(&ctx.page.url)
+        .with_context(|| format!("{} has no host", ctx.page.url))?;
+    let rtts = ctx
+        .origins
+        .iter()
+        .map(|o| (o.host.clone(), o.clone()))
+        .collect();
+    let (book, failed) = mewa_edge::hints::HintBook::build(
+        vec![ctx.page.clone()],
+        &rtts,
+        mewa_edge::hints::HintPolicy {
+            alpha: ctx.alpha,
+            ttl_s: ctx.ttl_s,
+        },
+        ctx.generated_at_unix_s,
+    );
+    if let Some((_, e)) = failed.first() {
+        anyhow::bail!("no hint for {}: {e}", ctx.page.url);
+    }
+    let max = u16::try_from(args.budget).unwrap_or(u16::MAX).max(512);
+    let responder = Responder {
+        zone: Zone::new([(host.clone(), vec![[192, 0, 2, 1].into()])], 30),
+        max_udp_payload: max,
+        compact_payload: args.compact_payload.min(max),
+        upstream: false,
+    };
+    let (_, q) = mewa_client::resolve::hint_query(&host, &ctx.page.url)?;
+    let size = |t| {
+        let a = responder.answer(&book, &q, t, false);
+        let len = match a.outcome {
+            Outcome::Reply(b) => Some(b.len()),
+            _ => None,
+        };
+        (len, a.hint)
+    };
+    let (udp, served) = size(Transport::Udp);
+    Ok(match served {
+        Some(HintServed::Hint { compact: true, .. }) => (udp, "compact", size(Transport::Tcp).0),
+        Some(HintServed::Hint { .. }) => (udp, "urls", None),
+        _ => (udp, "retry_tcp", size(Transport::Tcp).0),
+    })
 }
 
 fn measure(
@@ -151,6 +216,7 @@ fn measure(
     let ctx = args.context(page, now)?;
     let full = Hint::full(&ctx)?;
     let urls = Hint::with_urls(&ctx)?;
+    let (udp_answer_bytes, udp_carries, tcp_answer_bytes) = dns_answers(&ctx, args)?;
     // A page over budget is a finding, not a failure: reported, never fatal.
     let (bytes, form, over_budget) = match encode_within(&ctx, args.budget) {
         Ok((b, f)) => (Some(b), Some(f), None),
@@ -171,6 +237,9 @@ fn measure(
             sent_bytes: bytes.as_ref().map(Vec::len),
             form,
             over_budget,
+            udp_answer_bytes,
+            udp_carries,
+            tcp_answer_bytes,
         },
         bytes,
     ))
@@ -290,6 +359,12 @@ struct Summary {
     median_bytes: usize,
     p90_bytes: usize,
     max_full_bytes: usize,
+    /// Pages whose UDP answer is at most 1000 bytes / 1232 bytes.
+    udp_answers_within_1k: usize,
+    udp_answers_within_1232: usize,
+    /// Pages whose UDP answer carries the URLs / the compact hint.
+    udp_with_urls: usize,
+    udp_compact: usize,
     rows: Vec<Sized>,
 }
 
@@ -354,6 +429,16 @@ fn stats(dir: &Path, args: &ContextArgs, out: &OutputArgs) -> anyhow::Result<()>
         median_bytes: q(0.5),
         p90_bytes: q(0.9),
         max_full_bytes: rows.iter().map(|r| r.full_bytes).max().unwrap_or(0),
+        udp_answers_within_1k: rows
+            .iter()
+            .filter(|r| r.udp_answer_bytes.is_some_and(|b| b <= 1000))
+            .count(),
+        udp_answers_within_1232: rows
+            .iter()
+            .filter(|r| r.udp_answer_bytes.is_some_and(|b| b <= 1232))
+            .count(),
+        udp_with_urls: rows.iter().filter(|r| r.udp_carries == "urls").count(),
+        udp_compact: rows.iter().filter(|r| r.udp_carries == "compact").count(),
         rows,
     };
     let mut t = Table::new(&[
@@ -365,6 +450,9 @@ fn stats(dir: &Path, args: &ContextArgs, out: &OutputArgs) -> anyhow::Result<()>
         "urls_B",
         "sent_B",
         "form",
+        "udp_answer_B",
+        "udp_carries",
+        "tcp_answer_B",
     ]);
     for r in &summary.rows {
         t.push(vec![
@@ -381,6 +469,9 @@ fn stats(dir: &Path, args: &ContextArgs, out: &OutputArgs) -> anyhow::Result<()>
                 Some(Form::Partial { listed }) => format!("partial ({listed} listed)"),
                 None => "OVER BUDGET".into(),
             },
+            r.udp_answer_bytes.map_or("-".into(), |b| b.to_string()),
+            r.udp_carries.to_string(),
+            r.tcp_answer_bytes.map_or("-".into(), |b| b.to_string()),
         ]);
     }
     emit(out, &t, &summary)?;
@@ -399,6 +490,15 @@ fn stats(dir: &Path, args: &ContextArgs, out: &OutputArgs) -> anyhow::Result<()>
             summary.median_bytes,
             summary.p90_bytes,
             summary.max_full_bytes
+        );
+        println!(
+            "UDP answers (whole DNS message, as the edge answers): {:.1}% within 1000 B, \
+             {:.1}% within 1232 B; {} carry the URLs, {} the compact hint with the URL \
+             list over TCP",
+            100.0 * summary.udp_answers_within_1k as f64 / n,
+            100.0 * summary.udp_answers_within_1232 as f64 / n,
+            summary.udp_with_urls,
+            summary.udp_compact
         );
     }
     if let Some(p) = &out.plot {

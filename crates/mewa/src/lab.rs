@@ -381,6 +381,11 @@ struct MehArgs {
     /// requests to all embedded URLs on parallel connections").
     #[arg(long)]
     no_prefetch: bool,
+    /// With the hint, keep one connection whatever n the plan chose: the
+    /// URLs' part of the gain alone (with --no-prefetch as well the hint
+    /// does nothing). For the split into n only / URLs only / both.
+    #[arg(long)]
+    one_connection: bool,
     /// Also load pages (see --browser-pages) in headless Chromium this many
     /// times with the hint (through the local proxy) and without (Chromium
     /// on its own); 0 skips it. Skipped with a message when Chromium is not
@@ -429,6 +434,7 @@ impl MehArgs {
         if self.no_prefetch {
             c.prefetch = false;
         }
+        c.one_connection |= self.one_connection;
         c.browser_runs = self.browser_runs.unwrap_or(c.browser_runs);
         c.chromium = self.chromium.clone().unwrap_or(c.chromium);
         c.keep_netlogs |= self.keep_netlogs;

@@ -167,6 +167,9 @@ pub struct EdgeSpec {
     pub now_unix_s: u64,
     /// UDP sockets (SO_REUSEPORT) the server binds.
     pub udp_sockets: usize,
+    /// The edge's largest UDP answer, and its largest compact one (the
+    /// hint by hash, the URL list over TCP): 1232 and 1000 by default.
+    pub udp_payload: (u16, u16),
 }
 
 impl EdgeSpec {
@@ -181,6 +184,7 @@ impl EdgeSpec {
             upstream: None,
             now_unix_s: mewa_hint::now_unix_s(),
             udp_sockets: 1,
+            udp_payload: (1232, mewa_edge::dns::COMPACT_UDP_PAYLOAD),
         }
     }
 
@@ -239,7 +243,8 @@ impl LoopbackEdge {
     pub async fn start(spec: EdgeSpec) -> LoopbackEdge {
         let responder = Responder {
             zone: Zone::new(spec.zone, 30),
-            max_udp_payload: 1232,
+            max_udp_payload: spec.udp_payload.0,
+            compact_payload: spec.udp_payload.1,
             upstream: false,
         };
         let dns = Arc::new(EdgeDns::new(responder, spec.forward_from, spec.upstream));

@@ -15,7 +15,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 
 use super::path_reveals;
-use super::session::{lookup, Session, SessionError};
+use super::session::{lookup, Opener, Session, SessionError};
 use super::{ProxyBody, ProxyConfig};
 
 /// Counters of a running proxy.
@@ -215,7 +215,7 @@ impl Proxy {
     /// shares it (as Chrome coalesces HTTP/2 connections), else gets a
     /// session of its own.
     async fn session(
-        &self,
+        self: &Arc<Self>,
         scheme: &'static str,
         host: &str,
         url: &str,
@@ -256,6 +256,8 @@ impl Proxy {
             }
         }
         let s = Arc::new(Session::open_resolved(&self.cfg, host, url, &r).await?);
+        // Its prefetch may need sessions of the page's other hosts.
+        s.set_opener(self.opener());
         self.stats.sessions.fetch_add(1, Ordering::Relaxed);
         match &s.plan {
             Ok(p) => tracing::info!(
@@ -274,6 +276,21 @@ impl Proxy {
         }
         self.sessions.lock().await.insert(key, s.clone());
         Ok(s)
+    }
+
+    /// How a session's prefetch opens the sessions of other hosts: as the
+    /// browser's first request for them would (a sync fn, so that the
+    /// boxed future's `Send` does not depend on [`Proxy::session`]'s own).
+    fn opener(self: &Arc<Self>) -> Arc<Opener> {
+        let weak = Arc::downgrade(self);
+        Arc::new(Opener(Box::new(move |scheme, host| {
+            let weak = weak.clone();
+            Box::pin(async move {
+                let proxy = weak.upgrade()?;
+                let url = format!("{scheme}://{host}/");
+                proxy.session(scheme, &host, &url, false).await.ok()
+            })
+        })))
     }
 
     fn refuse(&self, status: StatusCode, why: &str) -> Response<ProxyBody> {
@@ -334,7 +351,11 @@ impl Proxy {
 
     /// A request inside the tunnel to `host`: only for that host (a tunnel
     /// is not a way to other hosts), forwarded as `https://host/path`.
-    async fn in_tunnel(&self, req: Request<Incoming>, host: &str) -> Response<ProxyBody> {
+    async fn in_tunnel(
+        self: &Arc<Self>,
+        req: Request<Incoming>,
+        host: &str,
+    ) -> Response<ProxyBody> {
         let named = req
             .uri()
             .host()
@@ -388,7 +409,7 @@ impl Proxy {
     /// Plans (per host and scheme) and forwards a request for
     /// `scheme://host/path`, or answers it from a prefetched response.
     async fn forward_to(
-        &self,
+        self: &Arc<Self>,
         req: Request<Incoming>,
         scheme: &'static str,
         host: String,

@@ -45,7 +45,10 @@ use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 
 pub use front::{Proxy, ProxyStats};
-pub use session::{Placement, Session, SessionError, MAX_PREFETCH_HELD, MAX_PREFETCH_OBJECT};
+pub use session::{
+    Placement, Session, SessionError, Timeline, MAX_PREFETCH_HELD, MAX_PREFETCH_HOSTS,
+    MAX_PREFETCH_OBJECT,
+};
 
 /// Bodies the proxy sends back: the origin's streamed, or a short error.
 type ProxyBody = BoxBody<Bytes, hyper::Error>;
@@ -85,6 +88,9 @@ pub struct ProxyConfig {
     /// other hosts are fetched once the edge has resolved their host to the
     /// same origin address.
     pub prefetch: bool,
+    /// Most connections a session opens, whatever the plan's n (the lab's
+    /// "URLs only" variant sets 1).
+    pub max_connections: u32,
     /// Radio RTT to plan with instead of the DNS exchange's (for a proxy
     /// that is not behind the radio link itself, e.g. on loopback).
     pub radio_rtt: Option<Duration>,
@@ -119,6 +125,7 @@ impl ProxyConfig {
             radio_rtt: None,
             use_hints: true,
             prefetch: true,
+            max_connections: crate::advice::MAX_CONNECTIONS,
             warm_first: true,
             dispatch: Dispatch::Auto,
             origin_port: 80,

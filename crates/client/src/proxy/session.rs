@@ -21,9 +21,9 @@ use mewa_model::pull::PULL_FLOOR_BYTES;
 use mewa_model::sync::lock;
 use tokio::net::TcpStream;
 
-use crate::advice::{plan, Fallback, Plan, Radio};
+use crate::advice::{plan, urls_of, Fallback, Plan, Radio};
 use crate::dispatch::{Credit, Dispatcher};
-use crate::resolve::{resolve, Resolved};
+use crate::resolve::{fetch_over_tcp, resolve, ResolveError, Resolved};
 
 use super::{path_reveals, pulls, ProxyBody, ProxyConfig};
 
@@ -53,6 +53,8 @@ pub enum SessionError {
 pub struct Session {
     /// The host.
     pub host: String,
+    /// The page the session was planned for.
+    pub page_url: String,
     /// `http` (h2c to the origin) or `https` (HTTP/2 over TLS).
     pub scheme: &'static str,
     /// The origin address the edge gave.
@@ -87,6 +89,54 @@ pub struct Session {
     prefetch_started: AtomicU64,
     /// Prefetched objects the browser then asked for.
     prefetch_taken: AtomicU64,
+    /// When the connections and the URL list were ready.
+    timeline: Mutex<Timeline>,
+    /// Opens (or finds) the session of another host, for prefetching the
+    /// hint's objects there (set by the proxy).
+    opener: Mutex<Option<Arc<Opener>>>,
+}
+
+/// Opens or finds the session of `(scheme, host)`: what a session asks the
+/// proxy for to prefetch objects on hosts at other addresses.
+pub(super) struct Opener(pub(super) Box<OpenFn>);
+
+/// What an [`Opener`] calls.
+pub(super) type OpenFn = dyn Fn(
+        &'static str,
+        String,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<Arc<Session>>> + Send>>
+    + Send
+    + Sync;
+
+impl std::fmt::Debug for Opener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Opener")
+    }
+}
+
+/// Most other hosts one page's prefetch opens sessions to: a hint is
+/// unauthenticated, and a hostile one must not make the proxy connect to
+/// every host of a zone.
+pub const MAX_PREFETCH_HOSTS: usize = 32;
+
+/// When a session had what (from the start of its opening: after the UDP
+/// answer, before connecting), for the lab's report of whether the URL list
+/// arrived before the origin connection was ready.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Timeline {
+    /// The planned connections were all ready (TCP, TLS, HTTP/2).
+    pub connected: Option<Duration>,
+    /// The object URLs were known: at the start when the UDP answer
+    /// carried them, else when the edge's TCP answer came.
+    pub urls: Option<Duration>,
+    /// Size of the edge's UDP answer, bytes.
+    pub answer_bytes: usize,
+    /// Size of the hint in it, bytes.
+    pub hint_bytes: usize,
+    /// The URL list came over TCP apart from the compact UDP hint.
+    pub urls_over_tcp: bool,
+    /// Why the URL list did not come, if it was asked for and did not.
+    pub urls_error: Option<String>,
 }
 
 /// Most body bytes one session keeps of prefetched objects the browser has
@@ -121,9 +171,17 @@ impl Drop for Whole {
 /// The URLs to prefetch and how to resolve their hosts.
 #[derive(Debug)]
 struct PendingPrefetch {
-    urls: Vec<String>,
+    urls: Urls,
     edge: SocketAddr,
     timeout: Duration,
+}
+
+/// The URL list: in hand, or on its way over TCP from the edge.
+#[derive(Debug)]
+enum Urls {
+    Ready(Vec<String>),
+    /// The edge's TCP answer, and when it came (since the session's t0).
+    Later(tokio::task::JoinHandle<(Result<Resolved, ResolveError>, Duration)>),
 }
 
 /// A request's connection, chosen by [`Session::place`]. Its bytes count as
@@ -204,6 +262,7 @@ impl Session {
         page_url: &str,
         r: &Resolved,
     ) -> Result<Session, SessionError> {
+        let t0 = Instant::now();
         let ip = r
             .addrs
             .first()
@@ -242,7 +301,26 @@ impl Session {
             ),
             Err(f) => Err(f.clone()),
         };
-        let n = plan.as_ref().map_or(1, |p| p.n as usize);
+        let n = plan
+            .as_ref()
+            .map_or(1, |p| p.n.min(cfg.max_connections).max(1) as usize);
+        // The URL list the compact UDP answer left out, asked of the edge
+        // over TCP while the connections to the origin open.
+        let late = match &plan {
+            Ok(_) if cfg.prefetch && r.urls_over_tcp => {
+                let (edge, host, page, t) = (
+                    cfg.edge,
+                    host.to_string(),
+                    page_url.to_string(),
+                    cfg.timeout,
+                );
+                Some(tokio::spawn(async move {
+                    let r = fetch_over_tcp(edge, &host, &page, t).await;
+                    (r, t0.elapsed())
+                }))
+            }
+            _ => None,
+        };
         let mut opening = tokio::task::JoinSet::new();
         for _ in 0..n {
             opening.spawn(connect(addr, cfg.timeout, tls.clone()));
@@ -256,7 +334,11 @@ impl Session {
                 Err(e) => last_err = Some(format!("connecting task: {e}")),
             }
         }
+        let connected = t0.elapsed();
         if conns.is_empty() {
+            if let Some(l) = &late {
+                l.abort();
+            }
             return Err(SessionError::Connect {
                 addr,
                 why: last_err.unwrap_or_else(|| "no connection".into()),
@@ -273,7 +355,8 @@ impl Session {
             }
             Err(_) => (HashMap::new(), 0),
         };
-        let prefetching = matches!(&plan, Ok(p) if cfg.prefetch && !p.urls.is_empty());
+        let prefetching =
+            matches!(&plan, Ok(p) if cfg.prefetch && (!p.urls.is_empty() || late.is_some()));
         let pull = match &plan {
             Ok(p) if pulls(cfg.dispatch, prefetching) && conns.len() > 1 => {
                 let rtt = Duration::try_from_secs_f64(p.radio_rtt_s + p.wired_rtt_s)
@@ -285,6 +368,7 @@ impl Session {
         };
         Ok(Session {
             host: host.to_string(),
+            page_url: page_url.to_string(),
             scheme,
             addr,
             in_flight: conns.iter().map(|_| AtomicU64::new(0)).collect(),
@@ -296,12 +380,33 @@ impl Session {
             pull,
             held: AtomicU64::new(0),
             warm_first: cfg.warm_first,
-            pending: Mutex::new(match &plan {
-                Ok(p) if prefetching => Some(PendingPrefetch {
-                    urls: p.urls.clone(),
+            timeline: Mutex::new(Timeline {
+                connected: Some(connected),
+                urls: match &plan {
+                    Ok(p) if !p.urls.is_empty() => Some(Duration::ZERO),
+                    _ => None,
+                },
+                answer_bytes: r.answer_bytes,
+                hint_bytes: r.hint_bytes,
+                urls_over_tcp: late.is_some(),
+                urls_error: None,
+            }),
+            opener: Mutex::new(None),
+            pending: Mutex::new(match (&plan, late) {
+                (Ok(_), Some(l)) if prefetching => Some(PendingPrefetch {
+                    urls: Urls::Later(l),
                     edge: cfg.edge,
                     timeout: cfg.timeout,
                 }),
+                (Ok(p), _) if prefetching => Some(PendingPrefetch {
+                    urls: Urls::Ready(p.urls.clone()),
+                    edge: cfg.edge,
+                    timeout: cfg.timeout,
+                }),
+                (_, Some(l)) => {
+                    l.abort();
+                    None
+                }
                 _ => None,
             }),
             prefetched: Mutex::new(HashMap::new()),
@@ -321,61 +426,132 @@ impl Session {
         )
     }
 
-    /// Starts the prefetch, once: every URL is registered at once (so a
-    /// browser request that comes first fetches it, once), those on this
-    /// session's host are fetched at once, those on other hosts after the
-    /// edge resolves the host to this session's address (otherwise they
-    /// are dropped and left to the browser).
+    /// Starts the prefetch, once, when the document's request is out: at
+    /// once with the URLs in hand, else when the edge's TCP answer brings
+    /// them (if it does not, the browser's own requests go as usual).
     fn kick_prefetch(self: &Arc<Self>) {
         let Some(p) = lock(&self.pending).take() else {
             return;
         };
-        let mut by_host: HashMap<String, Vec<(String, Arc<PrefetchCell>)>> = HashMap::new();
+        match p.urls {
+            Urls::Ready(urls) => self.start_prefetch(urls, p.edge, p.timeout),
+            Urls::Later(handle) => {
+                let me = self.clone();
+                tokio::spawn(async move {
+                    let urls = match handle.await {
+                        Ok((Ok(r), at)) => match r.hint {
+                            Ok(h) => urls_of(&h, &me.page_url, mewa_hint::now_unix_s())
+                                .map(|u| (u, at))
+                                .map_err(|f| f.to_string()),
+                            Err(f) => Err(f.to_string()),
+                        },
+                        Ok((Err(e), _)) => Err(e.to_string()),
+                        Err(e) => Err(format!("URL list task: {e}")),
+                    };
+                    match urls {
+                        Ok((urls, at)) => {
+                            lock(&me.timeline).urls = Some(at);
+                            me.start_prefetch(urls, p.edge, p.timeout);
+                        }
+                        Err(why) => {
+                            tracing::info!("proxy: {}: no URL list ({why})", me.page_url);
+                            lock(&me.timeline).urls_error = Some(why);
+                        }
+                    }
+                });
+            }
+        }
+    }
+
+    /// The prefetch of `urls`: every URL of this host (and of hosts the
+    /// edge resolves to this session's address) is registered at once (so
+    /// a browser request that comes first fetches it, once) and fetched on
+    /// this session's connections; URLs of hosts at other addresses go to
+    /// those hosts' sessions, which the proxy opens as the browser would
+    /// ([`MAX_PREFETCH_HOSTS`] at most); without an opener they are left to
+    /// the browser.
+    fn start_prefetch(self: &Arc<Self>, urls: Vec<String>, edge: SocketAddr, timeout: Duration) {
+        let mut by_host: HashMap<String, Vec<String>> = HashMap::new();
+        let mut order: Vec<String> = Vec::new();
+        for u in urls {
+            let host = match http::Uri::try_from(u.as_str()) {
+                Ok(uri) if uri.scheme_str() == Some(self.scheme) && uri.port().is_none() => {
+                    uri.host().map(str::to_ascii_lowercase)
+                }
+                _ => None,
+            };
+            let Some(host) = host else { continue };
+            if !by_host.contains_key(&host) {
+                if host != self.host && order.len() > MAX_PREFETCH_HOSTS {
+                    continue;
+                }
+                order.push(host.clone());
+            }
+            by_host.entry(host).or_default().push(u);
+        }
+        let opener = lock(&self.opener).clone();
+        for host in order {
+            let Some(urls) = by_host.remove(&host) else {
+                continue;
+            };
+            if host == self.host {
+                self.prefetch_here(urls);
+                continue;
+            }
+            let me = self.clone();
+            let opener = opener.clone();
+            tokio::spawn(async move {
+                let page = format!("{}://{host}/", me.scheme);
+                let same = matches!(
+                    resolve(edge, &host, &page, timeout).await,
+                    Ok(r) if r.addrs.first() == Some(&me.addr.ip())
+                );
+                if same {
+                    me.prefetch_here(urls);
+                } else if let Some(open) = opener {
+                    if let Some(there) = (open.0)(me.scheme, host).await {
+                        let n = there.prefetch_here(urls);
+                        me.prefetch_started.fetch_add(n, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    }
+
+    /// Registers and fetches `urls` on this session, skipping those already
+    /// registered; returns how many it started.
+    fn prefetch_here(self: &Arc<Self>, urls: Vec<String>) -> u64 {
+        let mut started = Vec::new();
         {
             let mut m = lock(&self.prefetched);
-            for u in p.urls {
-                let host = match http::Uri::try_from(u.as_str()) {
-                    Ok(uri) if uri.scheme_str() == Some(self.scheme) && uri.port().is_none() => {
-                        uri.host().map(str::to_ascii_lowercase)
-                    }
-                    _ => None,
-                };
-                let Some(host) = host else { continue };
+            for u in urls {
                 if m.contains_key(&u) {
                     continue;
                 }
                 let c = Arc::new(PrefetchCell::new());
                 m.insert(u.clone(), c.clone());
-                by_host.entry(host).or_default().push((u, c));
+                started.push((u, c));
             }
         }
-        for (host, cells) in by_host {
+        let n = started.len() as u64;
+        self.prefetch_started.fetch_add(n, Ordering::Relaxed);
+        for (url, cell) in started {
             let me = self.clone();
-            let (edge, timeout) = (p.edge, p.timeout);
             tokio::spawn(async move {
-                if host != me.host {
-                    let page = format!("{}://{host}/", me.scheme);
-                    let same = matches!(
-                        resolve(edge, &host, &page, timeout).await,
-                        Ok(r) if r.addrs.first() == Some(&me.addr.ip())
-                    );
-                    if !same {
-                        let mut m = lock(&me.prefetched);
-                        for (u, _) in &cells {
-                            m.remove(u);
-                        }
-                        return;
-                    }
-                }
-                for (url, cell) in cells {
-                    me.prefetch_started.fetch_add(1, Ordering::Relaxed);
-                    let me = me.clone();
-                    tokio::spawn(async move {
-                        let _ = cell.get_or_init(|| me.fetch_whole(url)).await;
-                    });
-                }
+                let _ = cell.get_or_init(|| me.fetch_whole(url)).await;
             });
         }
+        n
+    }
+
+    /// When the connections and the URL list were ready.
+    pub fn timeline(&self) -> Timeline {
+        lock(&self.timeline).clone()
+    }
+
+    /// Lets this session open other hosts' sessions for its prefetch.
+    pub(super) fn set_opener(&self, opener: Arc<Opener>) {
+        *lock(&self.opener) = Some(opener);
     }
 
     /// Fetches `url` whole, placed as a browser request for it would be.

@@ -173,6 +173,7 @@ impl Responder {
                 a.hint = Some(HintServed::Hint {
                     bytes: h.full.len(),
                     form: Form::WithUrls,
+                    compact: false,
                 });
                 return a;
             }
@@ -180,14 +181,33 @@ impl Responder {
         if let Some(e) = resp.edns.as_mut() {
             e.options_mut().remove(EdnsCode::Unknown(OPTION_CODE));
         }
-        let base = resp.to_vec().map_or(limit, |b| b.len());
-        let budget = limit.saturating_sub(base + 4 + 2);
+        // Over UDP the URL form did not fit: the compact form within the
+        // smaller compact limit, and the client fetches the URL form over
+        // TCP while it connects to the origin.
+        let udp = transport == Transport::Udp;
+        let cap = if udp {
+            limit.min(usize::from(self.compact_payload).max(PLAIN_UDP))
+        } else {
+            limit
+        };
+        let base = resp.to_vec().map_or(cap, |b| b.len());
+        let budget = cap.saturating_sub(base + 4 + 2);
         let (payload, served) = match h.within(budget) {
             Ok((bytes, form)) => {
                 let n = bytes.len();
+                let compact = udp && form != Form::WithUrls;
+                let bytes = bytes.into_owned();
                 (
-                    HintResponse::Hint(bytes.into_owned()),
-                    HintServed::Hint { bytes: n, form },
+                    if compact {
+                        HintResponse::Compact(bytes)
+                    } else {
+                        HintResponse::Hint(bytes)
+                    },
+                    HintServed::Hint {
+                        bytes: n,
+                        form,
+                        compact,
+                    },
                 )
             }
             Err(_) => (HintResponse::RetryTcp, HintServed::RetryTcp),
@@ -244,6 +264,7 @@ impl Responder {
                     HintServed::Hint {
                         bytes: bytes.len(),
                         form,
+                        compact: false,
                     }
                 }
                 Err(_) => HintServed::RetryTcp,
@@ -384,6 +405,7 @@ mod tests {
                 30,
             ),
             max_udp_payload: 1232,
+            compact_payload: super::super::COMPACT_UDP_PAYLOAD,
             upstream: true,
         }
     }
@@ -480,31 +502,42 @@ mod tests {
             })
         ));
 
-        // The 400-object page: partial within 512 bytes over UDP, full over TCP.
-        let q = query(
-            "big.example.",
-            RecordType::A,
-            Some(512),
-            Some("http://big.example/"),
-        );
-        let Outcome::Reply(raw) = r.answer(&b, &q, Transport::Udp, false).outcome else {
-            panic!()
-        };
-        assert!(raw.len() <= 512, "{} bytes", raw.len());
-        let m = Message::from_vec(&raw).unwrap();
-        match hint_option(&m) {
-            Some(HintResponse::Hint(h)) => assert!(Hint::from_bytes(&h).unwrap().partial),
-            Some(HintResponse::RetryTcp) => {}
-            other => panic!("{other:?}"),
+        // The 400-object page: its URL form does not fit UDP, so the
+        // compact (here partial) form within the compact limit (or the
+        // client's smaller one), marked "URLs over TCP"; over TCP the form
+        // with every URL.
+        for (advertised, cap) in [(512, 512), (1232, 1000), (4096, 1000)] {
+            let q = query(
+                "big.example.",
+                RecordType::A,
+                Some(advertised),
+                Some("http://big.example/"),
+            );
+            let a = r.answer(&b, &q, Transport::Udp, false);
+            assert!(matches!(
+                a.hint,
+                Some(HintServed::Hint { compact: true, .. })
+            ));
+            let Outcome::Reply(raw) = a.outcome else {
+                panic!()
+            };
+            assert!(raw.len() <= cap, "{} bytes over {cap}", raw.len());
+            let m = Message::from_vec(&raw).unwrap();
+            let Some(HintResponse::Compact(h)) = hint_option(&m) else {
+                panic!("{m:?}")
+            };
+            let h = Hint::from_bytes(&h).unwrap();
+            assert!(h.partial && !h.has_paths());
+            let Outcome::Reply(raw) = r.answer(&b, &q, Transport::Tcp, false).outcome else {
+                panic!()
+            };
+            let m = Message::from_vec(&raw).unwrap();
+            let Some(HintResponse::Hint(h)) = hint_option(&m) else {
+                panic!()
+            };
+            let h = Hint::from_bytes(&h).unwrap();
+            assert!(!h.partial && h.has_paths());
         }
-        let Outcome::Reply(raw) = r.answer(&b, &q, Transport::Tcp, false).outcome else {
-            panic!()
-        };
-        let m = Message::from_vec(&raw).unwrap();
-        let Some(HintResponse::Hint(h)) = hint_option(&m) else {
-            panic!()
-        };
-        assert!(!Hint::from_bytes(&h).unwrap().partial);
 
         // Unknown page, malformed request.
         let q = query(

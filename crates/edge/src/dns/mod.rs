@@ -36,6 +36,9 @@ use mewa_hint::wire::Form;
 /// The classic DNS limit over UDP without EDNS (RFC 1035 §4.2.1).
 pub(crate) const PLAIN_UDP: usize = 512;
 
+/// Default of [`Responder::compact_payload`], bytes.
+pub const COMPACT_UDP_PAYLOAD: u16 = 1000;
+
 /// Addresses of the hosts the edge answers for, and how long answers may be
 /// cached.
 #[derive(Debug, Clone, Default)]
@@ -114,6 +117,8 @@ pub enum HintServed {
         bytes: usize,
         /// Full or partial.
         form: Form,
+        /// The compact form over UDP, the URL form waiting over TCP.
+        compact: bool,
     },
     /// The page is not known.
     Unknown,
@@ -153,6 +158,14 @@ pub struct Responder {
     /// Our largest UDP answer (1232 by default: no IP fragmentation on
     /// common paths, DNS Flag Day 2020).
     pub max_udp_payload: u16,
+    /// Largest UDP answer when the hint's URL form does not fit one: the
+    /// answer then carries the compact form (by hash, or partial) within
+    /// this and says the URL form waits over TCP
+    /// ([`mewa_hint::dns::HintResponse::Compact`]). Below
+    /// [`Responder::max_udp_payload`] (1000 by default) because the URL
+    /// list no longer rides in it anyway: a smaller answer is less to lose
+    /// on the radio and less to amplify.
+    pub compact_payload: u16,
     /// Whether names outside the zone may be forwarded for this client
     /// (the runtime decides per source address and passes it in).
     pub upstream: bool,

@@ -212,6 +212,11 @@ pub struct LoadOptions {
     /// Objects of the page with these URLs are requested once, in this
     /// order; a URL the page does not have is ignored.
     pub prefetch: Vec<String>,
+    /// URLs to request as soon as they arrive during the load (the URL list
+    /// the edge sends over TCP beside a compact UDP hint), like
+    /// [`LoadOptions::prefetch`]; a sender dropped without a list leaves
+    /// the page to its own discovery.
+    pub prefetch_later: Option<LateUrls>,
     /// Names to addresses.
     pub resolver: Resolver,
     /// Port for cleartext HTTP (HTTP/1.1, h2c).
@@ -247,6 +252,7 @@ impl Default for LoadOptions {
             pull_budget: None,
             pull_follow: None,
             prefetch: Vec::new(),
+            prefetch_later: None,
             resolver: Resolver::default(),
             port_plain: 80,
             port_tls: 443,
@@ -327,6 +333,9 @@ pub enum LoadError {
     #[error("connections must be at least 1")]
     NoConnections,
 }
+
+/// A URL list that arrives during a load ([`LoadOptions::prefetch_later`]).
+pub type LateUrls = tokio::sync::watch::Receiver<Option<Arc<Vec<String>>>>;
 
 /// What the driver waits for.
 enum Step {
@@ -418,15 +427,27 @@ pub async fn load(page: &Page, opts: &LoadOptions) -> Result<LoadRecord, LoadErr
             tasks.spawn(async move { Step::Fetched(Box::new(s.fetch(object, discovered).await)) });
         };
     spawn_fetch(&mut tasks, &mut pending, root);
-    if !opts.prefetch.is_empty() {
-        let by_url: HashMap<String, &Object> =
-            page.objects.iter().map(|o| (o.url(scheme), o)).collect();
-        for url in &opts.prefetch {
-            if let Some(&o) = by_url.get(url.as_str()) {
-                spawn_fetch(&mut tasks, &mut pending, o.clone());
-            }
+    let by_url: HashMap<String, &Object> =
+        if opts.prefetch.is_empty() && opts.prefetch_later.is_none() {
+            HashMap::new()
+        } else {
+            page.objects.iter().map(|o| (o.url(scheme), o)).collect()
+        };
+    for url in &opts.prefetch {
+        if let Some(&o) = by_url.get(url.as_str()) {
+            spawn_fetch(&mut tasks, &mut pending, o.clone());
         }
     }
+    let mut late_waiting = opts.prefetch_later.is_some();
+    let late = {
+        let rx = opts.prefetch_later.clone();
+        async move {
+            let mut rx = rx?;
+            let v = rx.wait_for(Option::is_some).await.ok()?.clone();
+            v
+        }
+    };
+    tokio::pin!(late);
 
     loop {
         let next = tokio::select! {
@@ -444,6 +465,15 @@ pub async fn load(page: &Page, opts: &LoadOptions) -> Result<LoadRecord, LoadErr
                         if let Some(c) = page.object(child) {
                             spawn_fetch(&mut tasks, &mut pending, c.clone());
                         }
+                    }
+                }
+                continue;
+            }
+            urls = &mut late, if late_waiting => {
+                late_waiting = false;
+                for url in urls.iter().flat_map(|u| u.iter()) {
+                    if let Some(&o) = by_url.get(url.as_str()) {
+                        spawn_fetch(&mut tasks, &mut pending, o.clone());
                     }
                 }
                 continue;

@@ -101,8 +101,27 @@ pub struct BrowserRun {
     /// Connections the proxy opened for the page's host (0 without the
     /// hint: Chromium's own).
     pub n: usize,
+    /// The proxy's UDP answer from the edge, bytes (0 without the hint).
+    pub answer_bytes: usize,
+    /// The URL list came over TCP beside a compact UDP hint.
+    pub urls_over_tcp: bool,
+    /// How long before the proxy's connections to the page's host were
+    /// ready it had the URL list, ms (negative: after; none: never).
+    pub urls_lead_ms: Option<f64>,
+    /// Objects the proxy prefetched for the page (every host).
+    pub prefetched: u64,
     /// What went wrong, if anything.
     pub error: Option<String>,
+}
+
+/// What the proxy saw of one load with the hint.
+#[derive(Debug, Default)]
+struct ProxySaw {
+    n: usize,
+    answer_bytes: usize,
+    urls_over_tcp: bool,
+    urls_lead_ms: Option<f64>,
+    prefetched: u64,
 }
 
 /// Loads each page in headless Chromium with the Chromium binary and run
@@ -176,7 +195,7 @@ pub fn browser_runs(
                     total,
                     &format!("Chromium run {}/{runs}, {}", r + 1, page.name),
                 );
-                let (arrival, error, n) = if !with_hint {
+                let (arrival, error, saw) = if !with_hint {
                     let (arrival, error) = match crate::replay::with_chromium(
                         bed,
                         page,
@@ -190,7 +209,7 @@ pub fn browser_runs(
                         Ok(a) => complete(a),
                         Err(e) => (None, Some(e.to_string())),
                     };
-                    (arrival, error, 0)
+                    (arrival, error, ProxySaw::default())
                 } else {
                     let mut pc = mewa_client::proxy::ProxyConfig::new(edge, bandwidth_bps);
                     pc.origin_tls_port = crate::bed::PORT_TLS;
@@ -199,6 +218,9 @@ pub fn browser_runs(
                     pc.origin_port = PORT_PLAIN;
                     pc.use_hints = with_hint;
                     pc.prefetch = cfg.prefetch;
+                    if cfg.one_connection {
+                        pc.max_connections = 1;
+                    }
                     pc.warm_first = cfg.policy == Policy::WarmFirst;
                     // The proxy pulls at the rate as the loader does; it has no
                     // fixed-budget pull, so `Pull` runs it as seed 000 pushes.
@@ -206,7 +228,7 @@ pub fn browser_runs(
                         Dispatch::Pull => Dispatch::Push,
                         d => d,
                     };
-                    let (n_tx, n_rx) = mpsc::channel::<usize>();
+                    let (n_tx, n_rx) = mpsc::channel::<ProxySaw>();
                     let host = mewa_hint::page::host_of(&page.main).unwrap_or_default();
                     let tls = tls.clone();
                     let (proxy, port) = NsServer::start(
@@ -228,7 +250,21 @@ pub fn browser_runs(
                             let serving = tokio::spawn(proxy.clone().serve_tls(l, tls));
                             stop.wait().await;
                             serving.abort();
-                            let n = proxy.session_of(&host).await.map_or(0, |s| s.connections());
+                            let saw = match proxy.session_of(&host).await {
+                                Some(s) => {
+                                    let t = s.timeline();
+                                    ProxySaw {
+                                        n: s.connections(),
+                                        answer_bytes: t.answer_bytes,
+                                        urls_over_tcp: t.urls_over_tcp,
+                                        urls_lead_ms: t.connected.zip(t.urls).map(|(c, u)| {
+                                            (c.as_secs_f64() - u.as_secs_f64()) * 1000.0
+                                        }),
+                                        prefetched: s.prefetch_counts().0,
+                                    }
+                                }
+                                None => ProxySaw::default(),
+                            };
                             let st = &proxy.stats;
                             tracing::info!(
                             "proxy: browser connections h2 {}, HTTP/1.1 {}; {} requests forwarded",
@@ -236,7 +272,7 @@ pub fn browser_runs(
                             st.browser_h1.load(std::sync::atomic::Ordering::Relaxed),
                             st.forwarded.load(std::sync::atomic::Ordering::Relaxed)
                         );
-                            let _ = n_tx.send(n);
+                            let _ = n_tx.send(saw);
                         },
                     )?;
                     let profile = work_dir.join(format!("profile-{}-{r}-{with_hint}", page.name));
@@ -253,7 +289,7 @@ pub fn browser_runs(
                     .arg(crate::replay::browser_url(bed, page))
                     .output();
                     proxy.stop();
-                    let n = n_rx.try_recv().unwrap_or(0);
+                    let saw = n_rx.try_recv().unwrap_or_default();
                     let (arrival, error) = match result {
                         Ok(o) if o.status.success() => match std::fs::read(&netlog)
                             .map_err(|e| format!("reading {}: {e}", netlog.display()))
@@ -271,7 +307,7 @@ pub fn browser_runs(
                     if !cfg.keep_netlogs {
                         let _ = std::fs::remove_file(&netlog);
                     }
-                    (arrival, error, n)
+                    (arrival, error, saw)
                 };
                 out.push(BrowserRun {
                     page: page.name.clone(),
@@ -279,7 +315,11 @@ pub fn browser_runs(
                     with_hint,
                     plt_s: arrival.as_ref().and_then(|a| a.plt_s),
                     requested_s: arrival.as_ref().and_then(|a| a.requested_s),
-                    n,
+                    n: saw.n,
+                    answer_bytes: saw.answer_bytes,
+                    urls_over_tcp: saw.urls_over_tcp,
+                    urls_lead_ms: saw.urls_lead_ms,
+                    prefetched: saw.prefetched,
                     error,
                 });
             }

@@ -173,6 +173,9 @@ pub struct Setup {
     /// requested as the page reveals them and the hint only sets n and
     /// the assignment.
     pub prefetch: bool,
+    /// With the hint, one connection whatever n the plan chose (the URLs'
+    /// part of the gain alone).
+    pub one_connection: bool,
     /// TCP congestion control of the origin.
     pub congestion: String,
     /// The test CA's folder.
@@ -207,6 +210,7 @@ impl Setup {
             policy: Policy::WarmFirst,
             dispatch: Dispatch::Auto,
             prefetch: true,
+            one_connection: false,
             congestion: "cubic".into(),
             ca_dir,
             store_path,

@@ -96,6 +96,10 @@ pub struct Config {
     /// With the hint, request the objects whose URLs it carries right after
     /// the document.
     pub prefetch: bool,
+    /// With the hint, keep one connection (the hint's URLs only, no n):
+    /// with `prefetch` off as well, the hint does nothing.
+    #[serde(default)]
+    pub one_connection: bool,
     /// Chromium loads of the Fig. 8 pages per variant (0: none).
     pub browser_runs: usize,
     /// The Chromium binary.
@@ -124,6 +128,7 @@ impl Default for Config {
             policy: Policy::WarmFirst,
             dispatch: Dispatch::Auto,
             prefetch: true,
+            one_connection: false,
             browser_runs: 5,
             chromium: PathBuf::from("/usr/bin/chromium"),
             keep_netlogs: false,
@@ -208,6 +213,7 @@ pub fn run(config: &Config, progress: &Progress) -> Result<MehReport, Experiment
         policy: config.policy,
         dispatch: config.dispatch,
         prefetch: config.prefetch,
+        one_connection: config.one_connection,
         congestion: origin.congestion,
         browser,
         keep_netlogs: config.keep_netlogs,

@@ -6,9 +6,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mewa_client::advice::{plan, Fallback, Plan, Radio};
+use mewa_client::advice::{plan, urls_of, Fallback, Plan, Radio};
 use mewa_client::rate::DeliveryRate;
-use mewa_client::resolve::{resolve, Resolved};
+use mewa_client::resolve::{fetch_over_tcp, resolve, Resolved};
 use mewa_corpus::{Corpus, Object, Page};
 use mewa_edge::app::now_unix_s;
 use mewa_link::runtime::LinkOptions;
@@ -18,7 +18,7 @@ use super::config::{BrowserPages, PlanRate};
 use super::edge::start_edge;
 use super::summary::{fig8_pages, summarise, to_run, MehResult};
 use super::{Dispatch, Policy, RadioLink, Setup};
-use crate::bed::{Bed, BedError, OriginSettings, EDGE, PORT_PLAIN};
+use crate::bed::{Bed, BedError, OriginSettings, EDGE};
 use crate::experiment::Progress;
 use crate::loader::{Assign, LeastOutstanding, LoadOptions, WarmFirst};
 use crate::record::{LoadRecord, Protocol};
@@ -62,6 +62,9 @@ impl Assign for PlanAssign {
 pub(crate) struct Lookup {
     pub(crate) resolved: Resolved,
     pub(crate) plan: Result<Plan, Fallback>,
+    /// When the client had the object URLs, from the start of the load
+    /// (zero when the UDP answer carried them; `None` when it never did).
+    pub(crate) urls_at: Option<Duration>,
 }
 
 /// The least budget of [`Dispatch::PullRate`] (the proxy uses the same).
@@ -99,11 +102,13 @@ fn one_load(
     let policy = cfg.policy;
     let dispatch = cfg.dispatch;
     let prefetch = cfg.prefetch;
+    let one_connection = cfg.one_connection;
     let timeout = cfg.timeout;
     let scheme = scheme_of(page);
     // The page's other hosts resolve as the testbed serves them.
     let mut resolver = bed.resolver();
     let per_host = bed.per_host();
+    let tls_opts = bed.options(LoadOptions::browser(Protocol::H2, scheme == "https"));
     bed.in_client(|| async move {
         let resolved = resolve(edge, &host, &page.main, Duration::from_secs(3))
             .await
@@ -127,18 +132,38 @@ fn one_load(
         if !per_host {
             resolver.default = Some(addr);
         }
+        // https:// pages (recordings) over TLS, as a browser loads them:
+        // the origin connection is ready after two round trips, not one.
         let mut opts = LoadOptions {
             resolver,
-            port_plain: PORT_PLAIN,
             timeout,
-            ..LoadOptions::browser(Protocol::H2, false)
+            ..tls_opts
         };
+        let mut late = None;
         if let (true, Ok(p)) = (with_hint, &plan) {
-            opts.connections = p.n as usize;
-            opts.preconnect = p.n > 1;
-            opts.assign = Arc::new(PlanAssign::new(p, scheme, policy));
+            if !one_connection {
+                opts.connections = p.n as usize;
+                opts.preconnect = p.n > 1;
+                opts.assign = Arc::new(PlanAssign::new(p, scheme, policy));
+            }
             if prefetch {
                 opts.prefetch = p.urls.clone();
+                if resolved.urls_over_tcp {
+                    // The URL list over TCP from the edge, while the load
+                    // connects to the origin.
+                    let (tx, rx) = tokio::sync::watch::channel(None);
+                    opts.prefetch_later = Some(rx);
+                    let (host, url) = (host.clone(), page.main.clone());
+                    let t0 = std::time::Instant::now();
+                    late = Some(tokio::spawn(async move {
+                        let r = fetch_over_tcp(edge, &host, &url, timeout).await.ok()?;
+                        let urls = urls_of(&r.hint.ok()?, &url, now_unix_s()).ok()?;
+                        let at = t0.elapsed();
+                        // Sent too late when the load has ended.
+                        let _ = tx.send(Some(Arc::new(urls)));
+                        Some(at)
+                    }));
+                }
             }
             match dispatch.resolve(!opts.prefetch.is_empty()) {
                 Dispatch::Push | Dispatch::Auto => {}
@@ -153,7 +178,21 @@ fn one_load(
             }
         }
         let rec = crate::loader::load(page, &opts).await?;
-        Ok((rec, Lookup { resolved, plan }))
+        let urls_at = match late {
+            Some(t) => t.await.ok().flatten(),
+            None => match &plan {
+                Ok(p) if !p.urls.is_empty() => Some(Duration::ZERO),
+                _ => None,
+            },
+        };
+        Ok((
+            rec,
+            Lookup {
+                resolved,
+                plan,
+                urls_at,
+            },
+        ))
     })?
 }
 

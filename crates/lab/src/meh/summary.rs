@@ -38,6 +38,17 @@ pub struct MehRun {
     pub hint_bytes: usize,
     /// Whether the hint came over TCP.
     pub hint_over_tcp: bool,
+    /// Size of the edge's UDP answer, bytes (the whole DNS message).
+    pub answer_bytes: usize,
+    /// The UDP answer carried the compact hint and the URL list came over
+    /// TCP.
+    pub urls_over_tcp: bool,
+    /// When the client had the page's object URLs, ms from the start of
+    /// the load (0 when the UDP answer carried them; none without).
+    pub urls_ms: Option<f64>,
+    /// When the first connection to the page's host was ready for
+    /// requests (TCP, TLS, HTTP/2 preface), ms from the start of the load.
+    pub ready_ms: Option<f64>,
     /// Why the client did not follow the hint, if it did not.
     pub fallback: Option<String>,
     /// Idle share of the load (seed 002's idle time / PLT).
@@ -63,6 +74,15 @@ pub struct MehPage {
     /// Size of the full hint (every object listed with its URL), bytes:
     /// what "hints of at most 1 KB" is measured on.
     pub full_hint_bytes: Option<usize>,
+    /// The edge's UDP answer (whole DNS message), bytes: the largest seen.
+    pub answer_bytes: usize,
+    /// How the object URLs reached the client: `udp` (in the answer),
+    /// `tcp` (the compact answer, then the list over TCP), `none`.
+    pub urls_via: &'static str,
+    /// Median over the loads with the hint of how long before the first
+    /// origin connection was ready the client had the URL list, ms
+    /// (negative: after).
+    pub urls_lead_ms: Option<f64>,
     /// Median PLT without the hint, seconds.
     pub median_without_s: Option<f64>,
     /// Median PLT with the hint, seconds.
@@ -146,6 +166,18 @@ pub(crate) fn to_run(
         dns_ms: l.resolved.rtt.as_secs_f64() * 1000.0,
         hint_bytes: l.resolved.hint_bytes,
         hint_over_tcp: l.resolved.over_tcp,
+        answer_bytes: l.resolved.answer_bytes,
+        urls_over_tcp: l.resolved.urls_over_tcp,
+        urls_ms: with_hint
+            .then_some(l.urls_at)
+            .flatten()
+            .map(|d| d.as_secs_f64() * 1000.0),
+        ready_ms: rec
+            .connections
+            .iter()
+            .filter_map(|c| c.ready_us)
+            .min()
+            .map(|us| us as f64 / 1000.0),
         fallback,
         idle_share: m.idle_share,
         error: (!ok).then(|| rec.first_error().unwrap_or_else(|| "incomplete".into())),
@@ -209,7 +241,21 @@ pub fn summarise(corpus: &Corpus, runs: Vec<MehRun>, wired_ms: Option<f64>) -> M
             .map(|r| r.hint_bytes)
             .max()
             .unwrap_or(0);
+        let hinted: Vec<&MehRun> = runs.iter().filter(|r| mine(r) && r.with_hint).collect();
+        let leads: Vec<f64> = hinted
+            .iter()
+            .filter_map(|r| Some(r.ready_ms? - r.urls_ms?))
+            .collect();
         pages.push(MehPage {
+            answer_bytes: hinted.iter().map(|r| r.answer_bytes).max().unwrap_or(0),
+            urls_via: if hinted.iter().any(|r| r.urls_ms.is_none()) || hinted.is_empty() {
+                "none"
+            } else if hinted.iter().any(|r| r.urls_over_tcp) {
+                "tcp"
+            } else {
+                "udp"
+            },
+            urls_lead_ms: median(&leads),
             page: p.name.clone(),
             page_bytes: p.total_bytes(),
             objects: p.objects.len(),

@@ -223,6 +223,7 @@ pub(crate) fn answer(
                     Some(HintServed::Hint {
                         bytes: h.full.len(),
                         form: Form::WithUrls,
+                        compact: false,
                     }),
                 ),
             };
@@ -360,6 +361,7 @@ mod tests {
                 30,
             ),
             max_udp_payload,
+            compact_payload: crate::dns::COMPACT_UDP_PAYLOAD.min(max_udp_payload),
             upstream,
         }
     }
