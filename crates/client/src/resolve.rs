@@ -83,6 +83,10 @@ pub struct Resolved {
     pub answer_bytes: usize,
 }
 
+/// When an unanswered UDP query is first sent again; each further
+/// retransmission waits twice as long.
+pub const FIRST_RETRANSMIT: Duration = Duration::from_secs(1);
+
 fn query_id() -> u16 {
     // Not a secret: the socket is connected to the edge, so a forged answer
     // must also hit our ephemeral port. Varies per query all the same.
@@ -136,16 +140,32 @@ pub async fn resolve(
     };
     let sock = UdpSocket::bind(bind).await.map_err(io)?;
     sock.connect(edge).await.map_err(io)?;
-    let t0 = Instant::now();
+    // A stub resolver's retransmission (RFC 1536 §1): the first query
+    // can be lost, or wait behind a radio's promotion and a trace's
+    // outage. The RTT is timed from the last send (Karn: an answer after
+    // a retransmission does not say which query it answers).
+    let mut sent = Instant::now();
     sock.send(&q).await.map_err(io)?;
     let mut buf = vec![0u8; 4096];
     let answer = tokio::time::timeout(timeout, async {
+        let mut wait = FIRST_RETRANSMIT;
+        let mut next = tokio::time::Instant::now() + wait;
         loop {
-            let n = sock.recv(&mut buf).await?;
-            // Ignore anything that is not the answer to this query.
-            if let Ok(m) = Message::from_vec(&buf[..n]) {
-                if m.metadata.id == id && m.metadata.message_type == MessageType::Response {
-                    return Ok::<_, std::io::Error>((m, n));
+            tokio::select! {
+                n = sock.recv(&mut buf) => {
+                    let n = n?;
+                    // Ignore anything that is not the answer to this query.
+                    if let Ok(m) = Message::from_vec(&buf[..n]) {
+                        if m.metadata.id == id && m.metadata.message_type == MessageType::Response {
+                            return Ok::<_, std::io::Error>((m, n));
+                        }
+                    }
+                }
+                () = tokio::time::sleep_until(next) => {
+                    sock.send(&q).await?;
+                    sent = Instant::now();
+                    wait *= 2;
+                    next = tokio::time::Instant::now() + wait;
                 }
             }
         }
@@ -154,7 +174,7 @@ pub async fn resolve(
     .map_err(|_| ResolveError::Timeout { edge, timeout })?
     .map_err(io)?;
     let (answer, answer_len) = answer;
-    let rtt = t0.elapsed();
+    let rtt = sent.elapsed();
     let mut r = read(&answer, edge, rtt)?;
     r.answer_bytes = answer_len;
     let retry = answer.metadata.truncation

@@ -139,3 +139,38 @@ async fn a_silent_or_hintless_edge_is_handled() {
     .unwrap();
     assert_eq!(r.hint.unwrap_err(), Fallback::Missing);
 }
+
+/// A lost query is sent again: a relay in front of the edge drops the
+/// first datagram and passes the second, and the answer still comes.
+#[tokio::test]
+async fn a_lost_query_is_retransmitted() {
+    let (edge, _task) = edge().await;
+    let relay = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let relay_addr = relay.local_addr().unwrap();
+    let upstream = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    upstream.connect(edge).await.unwrap();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 4096];
+        let (_, _) = relay.recv_from(&mut buf).await.unwrap(); // lost
+        let (n, client) = relay.recv_from(&mut buf).await.unwrap();
+        upstream.send(&buf[..n]).await.unwrap();
+        let n = upstream.recv(&mut buf).await.unwrap();
+        relay.send_to(&buf[..n], client).await.unwrap();
+    });
+    let r = resolve(
+        relay_addr,
+        "www.small.example",
+        "http://www.small.example/",
+        Duration::from_secs(5),
+    )
+    .await
+    .expect("answered after a retransmission");
+    assert_eq!(r.addrs.len(), 1);
+    assert!(r.hint.is_ok());
+    // Timed from the retransmission, not from the lost query.
+    assert!(
+        r.rtt < mewa_client::resolve::FIRST_RETRANSMIT,
+        "{:?}",
+        r.rtt
+    );
+}

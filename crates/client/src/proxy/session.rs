@@ -482,7 +482,8 @@ impl Session {
             };
             let Some(host) = host else { continue };
             if !by_host.contains_key(&host) {
-                if host != self.host && order.len() > MAX_PREFETCH_HOSTS {
+                let others = order.iter().filter(|h| **h != self.host).count();
+                if host != self.host && others >= MAX_PREFETCH_HOSTS {
                     continue;
                 }
                 order.push(host.clone());

@@ -110,7 +110,9 @@ fn one_load(
     let per_host = bed.per_host();
     let tls_opts = bed.options(LoadOptions::browser(Protocol::H2, scheme == "https"));
     bed.in_client(|| async move {
-        let resolved = resolve(edge, &host, &page.main, Duration::from_secs(3))
+        // Retransmitted after 1, 2 and 4 s: a 3G promotion and a driving
+        // trace's outage can swallow the first query.
+        let resolved = resolve(edge, &host, &page.main, Duration::from_secs(10))
             .await
             .map_err(|e| BedError::Runtime(format!("DNS: {e}")))?;
         let addr: IpAddr = resolved.addrs.first().copied().ok_or_else(|| {
