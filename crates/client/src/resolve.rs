@@ -214,6 +214,22 @@ pub async fn fetch_over_tcp(
     Ok(r)
 }
 
+/// The object URLs of `page_url` from the edge's TCP answer
+/// ([`fetch_over_tcp`]), checked as a plan checks its hint
+/// ([`crate::advice::urls_of`]); `Err` says why there are none.
+pub async fn fetch_url_list(
+    edge: SocketAddr,
+    host: &str,
+    page_url: &str,
+    timeout: Duration,
+) -> Result<Vec<String>, String> {
+    let r = fetch_over_tcp(edge, host, page_url, timeout)
+        .await
+        .map_err(|e| e.to_string())?;
+    let hint = r.hint.map_err(|f| f.to_string())?;
+    crate::advice::urls_of(&hint, page_url, mewa_hint::now_unix_s()).map_err(|f| f.to_string())
+}
+
 /// One query over TCP (RFC 7766 framing), within `timeout`.
 async fn tcp_exchange(
     edge: SocketAddr,

@@ -348,6 +348,20 @@ async fn failures_are_recorded_not_fatal() {
     r.stop().await;
 }
 
+/// Checks that `rec` loaded every object of `page` once and whole, and
+/// returns when the document ended, µs.
+fn whole_once(rec: &LoadRecord, page: &Page) -> u64 {
+    assert!(rec.ok(), "{:?}", rec.errors);
+    assert_eq!(rec.objects.len(), page.objects.len(), "each object once");
+    assert_eq!(rec.body_bytes(), page.total_bytes());
+    let root = page.root().unwrap().id;
+    rec.objects
+        .iter()
+        .find(|t| t.id == root)
+        .and_then(|t| t.end_us)
+        .unwrap()
+}
+
 /// One complat page (a fifth of its objects revealed by scripts) whose
 /// document the origin answers after 200 ms of think time: on loopback it
 /// would otherwise end within a millisecond, a race with the loader's own
@@ -392,16 +406,7 @@ async fn prefetch_requests_listed_objects_before_they_are_discovered() {
         .chain(["http://elsewhere.example/not-in-the-page.js".to_string()])
         .collect();
     let rec = load(&page, &o).await.unwrap();
-    assert!(rec.ok(), "{:?}", rec.errors);
-    assert_eq!(rec.objects.len(), page.objects.len(), "each object once");
-    assert_eq!(rec.body_bytes(), page.total_bytes());
-    let root_end = rec
-        .objects
-        .iter()
-        .find(|t| t.id == root.id)
-        .unwrap()
-        .end_us
-        .unwrap();
+    let root_end = whole_once(&rec, &page);
     for t in &rec.objects {
         if t.id == root.id {
             continue;
@@ -450,15 +455,7 @@ async fn a_url_list_arriving_during_the_load_is_prefetched() {
         });
         let rec = load(&page, &o).await.unwrap();
         sender.await.unwrap();
-        assert!(rec.ok(), "{:?}", rec.errors);
-        assert_eq!(rec.objects.len(), page.objects.len(), "each object once");
-        assert_eq!(rec.body_bytes(), page.total_bytes());
-        let root_end = rec
-            .objects
-            .iter()
-            .find(|t| t.id == root.id)
-            .and_then(|t| t.end_us)
-            .unwrap();
+        let root_end = whole_once(&rec, &page);
         let early = rec
             .objects
             .iter()

@@ -21,9 +21,9 @@ use mewa_model::pull::PULL_FLOOR_BYTES;
 use mewa_model::sync::lock;
 use tokio::net::TcpStream;
 
-use crate::advice::{plan, urls_of, Fallback, Plan, Radio};
+use crate::advice::{plan, Fallback, Plan, Radio};
 use crate::dispatch::{Credit, Dispatcher};
-use crate::resolve::{fetch_over_tcp, resolve, ResolveError, Resolved};
+use crate::resolve::{fetch_url_list, resolve, Resolved};
 
 use super::{path_reveals, pulls, ProxyBody, ProxyConfig};
 
@@ -131,8 +131,6 @@ pub struct Timeline {
     pub urls: Option<Duration>,
     /// Size of the edge's UDP answer, bytes.
     pub answer_bytes: usize,
-    /// Size of the hint in it, bytes.
-    pub hint_bytes: usize,
     /// The URL list came over TCP apart from the compact UDP hint.
     pub urls_over_tcp: bool,
     /// Why the URL list did not come, if it was asked for and did not.
@@ -181,7 +179,7 @@ struct PendingPrefetch {
 enum Urls {
     Ready(Vec<String>),
     /// The edge's TCP answer, and when it came (since the session's t0).
-    Later(tokio::task::JoinHandle<(Result<Resolved, ResolveError>, Duration)>),
+    Later(tokio::task::JoinHandle<(Result<Vec<String>, String>, Duration)>),
 }
 
 /// A request's connection, chosen by [`Session::place`]. Its bytes count as
@@ -315,7 +313,7 @@ impl Session {
                     cfg.timeout,
                 );
                 Some(tokio::spawn(async move {
-                    let r = fetch_over_tcp(edge, &host, &page, t).await;
+                    let r = fetch_url_list(edge, &host, &page, t).await;
                     (r, t0.elapsed())
                 }))
             }
@@ -387,7 +385,6 @@ impl Session {
                     _ => None,
                 },
                 answer_bytes: r.answer_bytes,
-                hint_bytes: r.hint_bytes,
                 urls_over_tcp: late.is_some(),
                 urls_error: None,
             }),
@@ -439,13 +436,7 @@ impl Session {
                 let me = self.clone();
                 tokio::spawn(async move {
                     let urls = match handle.await {
-                        Ok((Ok(r), at)) => match r.hint {
-                            Ok(h) => urls_of(&h, &me.page_url, mewa_hint::now_unix_s())
-                                .map(|u| (u, at))
-                                .map_err(|f| f.to_string()),
-                            Err(f) => Err(f.to_string()),
-                        },
-                        Ok((Err(e), _)) => Err(e.to_string()),
+                        Ok((r, at)) => r.map(|u| (u, at)),
                         Err(e) => Err(format!("URL list task: {e}")),
                     };
                     match urls {

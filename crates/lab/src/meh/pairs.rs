@@ -6,9 +6,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mewa_client::advice::{plan, urls_of, Fallback, Plan, Radio};
+use mewa_client::advice::{plan, Fallback, Plan, Radio};
 use mewa_client::rate::DeliveryRate;
-use mewa_client::resolve::{fetch_over_tcp, resolve, Resolved};
+use mewa_client::resolve::{fetch_url_list, resolve, Resolved};
 use mewa_corpus::{Corpus, Object, Page};
 use mewa_edge::app::now_unix_s;
 use mewa_link::runtime::LinkOptions;
@@ -158,8 +158,7 @@ fn one_load(
                     let (host, url) = (host.clone(), page.main.clone());
                     let t0 = std::time::Instant::now();
                     late = Some(tokio::spawn(async move {
-                        let r = fetch_over_tcp(edge, &host, &url, timeout).await.ok()?;
-                        let urls = urls_of(&r.hint.ok()?, &url, now_unix_s()).ok()?;
+                        let urls = fetch_url_list(edge, &host, &url, timeout).await.ok()?;
                         let at = t0.elapsed();
                         // Sent too late when the load has ended.
                         let _ = tx.send(Some(Arc::new(urls)));
