@@ -64,12 +64,7 @@ pub enum Kind {
 impl Kind {
     /// Kind of a MIME type (parameters and case ignored).
     pub fn of(content_type: &str) -> Kind {
-        let ct = content_type
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
+        let ct = mewa_hint::page::mime_essence(content_type);
         match ct.as_str() {
             "text/html" | "application/xhtml+xml" => Kind::Html,
             "text/css" => Kind::Css,

@@ -250,6 +250,17 @@ pub fn host_of(url: &str) -> Option<String> {
     }
 }
 
+/// The MIME type's essence: before any parameter, trimmed, lower case
+/// (`Text/HTML; charset=utf-8` → `text/html`).
+pub fn mime_essence(content_type: &str) -> String {
+    content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
 /// URL with its `#fragment` removed (fragments never reach the server).
 pub fn strip_fragment(url: &str) -> &str {
     url.split('#').next().unwrap_or(url)

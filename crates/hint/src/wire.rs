@@ -15,7 +15,8 @@
 //! byte 1   flags: bit 0 COMPRESSED (body is raw DEFLATE)
 //!                 bit 1 PARTIAL    (degraded form: per-origin aggregates)
 //!                 bit 2 PATHS      (listed objects carry their URL paths)
-//!                 bits 3–7 must be 0
+//!                 bit 3 PRIORITIES (listed objects carry their priority; only with PATHS)
+//!                 bits 4–7 must be 0
 //! body     (after inflating when COMPRESSED); integers are minimal LEB128
 //!          varints unless a width is given; strings are varint length + UTF-8:
 //!   generated_at_unix_s, ttl_s, alpha_milli (α·1000), computation_ms + 1 (0 = unknown),
@@ -26,6 +27,7 @@
 //!       host, rtt_100us + 1 (0 = unknown; RTT in units of 100 µs), rtt_age_s,
 //!       listed, listed × { url_hash (hash_width bytes, LE), size_code (1 byte) },
 //!       if PATHS: listed × { shared (varint), suffix (string) },
+//!       if PRIORITIES: listed × { priority (1 byte: 0 unknown, else 1 + urgency + 8·incremental) },
 //!       if PARTIAL: unlisted_count, unlisted_bytes }
 //! ```
 //!
@@ -54,6 +56,15 @@
 //! with DEFLATE on top costs a few bytes per object on typical sites. The
 //! decoder checks every rebuilt URL against its listed hash.
 //!
+//! **Priorities (PRIORITIES).** A client that asks for objects before the
+//! browser does must ask as the browser would: a server schedules by the
+//! RFC 9218 `priority` header, and a prefetch without it gets urgency 3 for
+//! everything, a page's late style sheet behind its large scripts. Real
+//! URLs often do not say what they are (`/sites/content/css/2600014190904`,
+//! `/se`), the edge's store does (the recorded content type), so the form
+//! with URLs carries each object's priority ([`Priority::for_content_type`]):
+//! one byte, a few in all after DEFLATE (a page has few distinct values).
+//!
 //! The **full form** lists every distinct object URL. When it would not fit
 //! the caller's budget (1232 bytes, the usual EDNS UDP cap, for a DNS answer),
 //! the **partial form** lists the largest objects that fit and carries, per
@@ -78,6 +89,81 @@ pub const FLAG_PARTIAL: u8 = 0b10;
 
 /// Flag: listed objects carry their URL paths.
 pub const FLAG_PATHS: u8 = 0b100;
+
+/// Flag: listed objects carry their priority ([`Priority`]); only with
+/// [`FLAG_PATHS`].
+pub const FLAG_PRIORITIES: u8 = 0b1000;
+
+/// An RFC 9218 priority, as a browser sends it for an object of its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Priority {
+    /// Urgency, 0 (most urgent) to 7.
+    pub urgency: u8,
+    /// Whether the response is useful in parts (images, documents).
+    pub incremental: bool,
+}
+
+impl Priority {
+    /// What Chromium asks with for an object of this content type:
+    /// documents (`text/html`, an iframe's too) `u=0, i`; style sheets and
+    /// fonts `u=0` (they block rendering); scripts `u=2`; images and media
+    /// `i` (urgency 3, incremental); anything else (JSON, beacons: what
+    /// scripts fetch) `u=1, i`. `None` without a content type.
+    pub fn for_content_type(content_type: &str) -> Option<Priority> {
+        let ct = crate::page::mime_essence(content_type);
+        if ct.is_empty() {
+            return None;
+        }
+        let p = |urgency, incremental| {
+            Some(Priority {
+                urgency,
+                incremental,
+            })
+        };
+        if ct == "text/html" || ct == "application/xhtml+xml" {
+            p(0, true)
+        } else if ct == "text/css" || ct.starts_with("font/") || ct.contains("font") {
+            p(0, false)
+        } else if ct.contains("javascript") || ct.contains("ecmascript") {
+            p(2, false)
+        } else if ct.starts_with("image/") || ct.starts_with("video/") || ct.starts_with("audio/") {
+            p(3, true)
+        } else {
+            p(1, true)
+        }
+    }
+
+    /// The `priority` header field value (RFC 9218 §4: defaults `u=3`
+    /// and not incremental are left out).
+    pub fn header(&self) -> String {
+        match (self.urgency, self.incremental) {
+            (3, false) => String::new(),
+            (3, true) => "i".into(),
+            (u, false) => format!("u={u}"),
+            (u, true) => format!("u={u}, i"),
+        }
+    }
+
+    /// The wire byte: 0 unknown, else 1 + urgency + 8 × incremental.
+    fn code(p: Option<Priority>) -> u8 {
+        p.map_or(0, |p| 1 + p.urgency.min(7) + 8 * u8::from(p.incremental))
+    }
+
+    /// Inverse of [`Priority::code`]; `Err` above 16.
+    fn from_code(c: u8) -> Result<Option<Priority>, WireError> {
+        match c {
+            0 => Ok(None),
+            1..=16 => Ok(Some(Priority {
+                urgency: (c - 1) % 8,
+                incremental: c > 8,
+            })),
+            _ => Err(WireError::Range {
+                field: "object priority",
+                value: u64::from(c),
+            }),
+        }
+    }
+}
 
 /// The usual EDNS(0) UDP payload cap (DNS flag day 2020); a hint meant for one
 /// UDP answer should fit well inside it.
@@ -173,6 +259,10 @@ pub struct HintOrigin {
     /// `scheme://host`), in the order of [`HintOrigin::objects`]; an empty
     /// path is unknown. `None`: the hint names objects by hash only.
     pub paths: Option<Vec<String>>,
+    /// With [`FLAG_PRIORITIES`]: each listed object's priority, in the
+    /// order of [`HintOrigin::objects`] (`None` where the edge does not
+    /// know its content type).
+    pub priorities: Option<Vec<Option<Priority>>>,
     /// Partial form only: objects of this origin not listed, and their bytes
     /// (exact).
     pub unlisted: Option<(u32, u64)>,
@@ -294,7 +384,7 @@ impl Hint {
             });
         }
         // Distinct URLs per origin; a URL loaded twice keeps its larger size.
-        let mut per_origin: Vec<Vec<(u32, Option<u64>, &str)>> = vec![Vec::new(); hosts.len()];
+        let mut per_origin: Vec<Vec<Listed>> = vec![Vec::new(); hosts.len()];
         // Index of each host and of each (host, URL): linear in the objects, so
         // a hostile recording with many objects cannot make this quadratic.
         let host_index: HashMap<&str, usize> =
@@ -312,10 +402,11 @@ impl Hint {
                         (Some(a), Some(b)) => Some(a.max(b)),
                         (a, b) => a.or(b),
                     };
+                    e.3 = e.3.or(priority_of(o));
                 }
                 None => {
                     seen.insert((i, url), per_origin[i].len());
-                    per_origin[i].push((url_hash(url), o.size, url));
+                    per_origin[i].push((url_hash(url), o.size, url, priority_of(o)));
                 }
             }
         }
@@ -332,6 +423,10 @@ impl Hint {
         let mask = hash_mask(hash_width);
         let scheme = page.url.split_once("://").map(|(s, _)| s);
         let mut object_count = 0u64;
+        // Priorities only when the edge knows some content type: a page
+        // without any is better off with the URL guess and one byte less
+        // per object.
+        let priorities = urls && per_origin.iter().flatten().any(|o| o.3.is_some());
         let origins = hosts
             .iter()
             .zip(per_origin)
@@ -351,9 +446,10 @@ impl Hint {
                             .map(|o| path_of(o.2, scheme, h).unwrap_or_default().to_string())
                             .collect()
                     }),
+                    priorities: priorities.then(|| objs.iter().map(|o| o.3).collect()),
                     objects: objs
                         .iter()
-                        .map(|&(hash, size, _)| HintObject {
+                        .map(|&(hash, size, _, _)| HintObject {
                             url_hash: hash & mask,
                             size_code: size_code(size),
                         })
@@ -405,11 +501,15 @@ impl Hint {
                 let (mut uc, mut ub) = o.unlisted.unwrap_or((0, 0));
                 let mut objects = Vec::new();
                 let mut paths = o.paths.as_ref().map(|_| Vec::new());
+                let mut priorities = o.priorities.as_ref().map(|_| Vec::new());
                 for (j, x) in o.objects.iter().enumerate() {
                     if keep.binary_search(&j).is_ok() {
                         objects.push(*x);
                         if let (Some(kept), Some(all)) = (&mut paths, &o.paths) {
                             kept.push(all.get(j).cloned().unwrap_or_default());
+                        }
+                        if let (Some(kept), Some(all)) = (&mut priorities, &o.priorities) {
+                            kept.push(all.get(j).copied().flatten());
                         }
                     } else {
                         uc = uc.saturating_add(1);
@@ -419,6 +519,7 @@ impl Hint {
                 HintOrigin {
                     objects,
                     paths,
+                    priorities,
                     unlisted: Some((uc, ub)),
                     ..o.clone()
                 }
@@ -452,8 +553,20 @@ impl Hint {
         let mut h = self.clone();
         for o in &mut h.origins {
             o.paths = None;
+            o.priorities = None;
         }
         h
+    }
+
+    /// Whether listed objects carry their priorities (only with paths).
+    pub fn has_priorities(&self) -> bool {
+        self.has_paths() && self.origins.iter().any(|o| o.priorities.is_some())
+    }
+
+    /// The priority of origin `origin`'s listed object `j`, when the hint
+    /// carries it.
+    pub fn object_priority(&self, origin: usize, j: usize) -> Option<Priority> {
+        *self.origins.get(origin)?.priorities.as_ref()?.get(j)?
     }
 
     /// The URL of origin `origin`'s listed object `j`, when the hint
@@ -494,6 +607,7 @@ impl Hint {
         put_varint(&mut b, self.origins.len() as u64);
         let w = usize::from(self.hash_width.clamp(2, 4));
         let paths = self.has_paths();
+        let priorities = self.has_priorities();
         for o in &self.origins {
             put_str(&mut b, &o.host);
             put_varint(&mut b, o.rtt_100us.map_or(0, |r| u64::from(r) + 1));
@@ -515,6 +629,15 @@ impl Hint {
                     put_varint(&mut b, shared as u64);
                     put_str(&mut b, &p[shared..]);
                     prev = p;
+                }
+                if priorities {
+                    for j in 0..o.objects.len() {
+                        let p = o
+                            .priorities
+                            .as_ref()
+                            .and_then(|ps| ps.get(j).copied().flatten());
+                        b.push(Priority::code(p));
+                    }
                 }
             }
             if self.partial {
@@ -558,6 +681,9 @@ impl Hint {
         if self.has_paths() {
             f |= FLAG_PATHS;
         }
+        if self.has_priorities() {
+            f |= FLAG_PRIORITIES;
+        }
         f
     }
 
@@ -571,7 +697,9 @@ impl Hint {
             return Err(WireError::Version(bytes[0]));
         }
         let flags = bytes[1];
-        if flags & !(FLAG_COMPRESSED | FLAG_PARTIAL | FLAG_PATHS) != 0 {
+        if flags & !(FLAG_COMPRESSED | FLAG_PARTIAL | FLAG_PATHS | FLAG_PRIORITIES) != 0
+            || (flags & FLAG_PRIORITIES != 0 && flags & FLAG_PATHS == 0)
+        {
             return Err(WireError::Flags(flags));
         }
         let inflated;
@@ -589,6 +717,7 @@ impl Hint {
         };
         let partial = flags & FLAG_PARTIAL != 0;
         let with_paths = flags & FLAG_PATHS != 0;
+        let with_priorities = flags & FLAG_PRIORITIES != 0;
         let mut r = Reader { buf: body, pos: 0 };
         let generated_at_unix_s = r.varint("generated_at")?;
         let ttl_s = r.u32("ttl")?;
@@ -632,6 +761,16 @@ impl Hint {
             } else {
                 None
             };
+            let priorities = if with_priorities {
+                let b = r.bytes(objects.len(), "object priorities")?;
+                Some(
+                    b.iter()
+                        .map(|&c| Priority::from_code(c))
+                        .collect::<Result<Vec<_>, _>>()?,
+                )
+            } else {
+                None
+            };
             listed += n as u64;
             let agg = if partial {
                 let c = r.u32("unlisted count")?;
@@ -646,6 +785,7 @@ impl Hint {
                 rtt_age_s,
                 objects,
                 paths,
+                priorities,
                 unlisted: agg,
             });
         }
@@ -714,6 +854,15 @@ pub fn encode_within(ctx: &PageContext, budget: usize) -> Result<(Vec<u8>, Form)
             budget,
         }),
     }
+}
+
+/// One distinct object URL of an origin as [`Hint::build`] collects it:
+/// hash, size, URL, priority.
+type Listed<'a> = (u32, Option<u64>, &'a str, Option<Priority>);
+
+/// The priority a browser asks `o` with, from its recorded content type.
+fn priority_of(o: &crate::page::ObjectMeta) -> Option<Priority> {
+    Priority::for_content_type(o.content_type.as_deref()?)
 }
 
 fn clamp_u32(v: u64) -> u32 {
@@ -1010,6 +1159,69 @@ mod tests {
         expect.push(size_code(Some(300)));
         assert_eq!(b, expect);
         assert_eq!(Hint::from_bytes(&b).unwrap(), h);
+    }
+
+    #[test]
+    fn byte_vector_with_priorities() {
+        let mut c = ctx();
+        c.page.objects[1].content_type = Some("application/javascript; charset=utf-8".into());
+        c.page.objects[0].content_type = Some("text/html".into());
+        let h = Hint::with_urls(&c).unwrap();
+        let b = h.to_bytes_uncompressed();
+        assert_eq!(b[1], FLAG_PATHS | FLAG_PRIORITIES);
+        // After each origin's paths, a byte per object: a.io's document
+        // (u=0, i: 1 + 0 + 8) and its image of unknown type (0); b.io's
+        // script (u=2: 1 + 2).
+        let mut expect = Hint::with_urls(&ctx()).unwrap().to_bytes_uncompressed();
+        expect[1] = FLAG_PATHS | FLAG_PRIORITIES;
+        let a_end = expect.len() - 11 - 7;
+        expect.splice(a_end..a_end, [9u8, 0]);
+        expect.push(3);
+        assert_eq!(b, expect);
+        let d = Hint::from_bytes(&b).unwrap();
+        assert_eq!(d, h);
+        let p = |u, i| {
+            Some(Priority {
+                urgency: u,
+                incremental: i,
+            })
+        };
+        assert_eq!(d.object_priority(0, 0), p(0, true));
+        assert_eq!(d.object_priority(0, 1), None);
+        assert_eq!(d.object_priority(1, 0), p(2, false));
+        // By hash only, the priorities go with the paths.
+        assert_eq!(d.without_paths().to_bytes_uncompressed()[1], 0);
+        // A code above 16, or priorities without paths, is refused.
+        let mut bad = b.clone();
+        *bad.last_mut().unwrap() = 17;
+        assert!(Hint::from_bytes(&bad).is_err());
+        let mut bad = Hint::full(&c).unwrap().to_bytes_uncompressed();
+        bad[1] = FLAG_PRIORITIES;
+        assert_eq!(
+            Hint::from_bytes(&bad),
+            Err(WireError::Flags(FLAG_PRIORITIES))
+        );
+    }
+
+    #[test]
+    fn browser_priorities_by_content_type() {
+        for (ct, header) in [
+            ("text/html; charset=utf-8", "u=0, i"),
+            ("text/css", "u=0"),
+            ("font/woff2", "u=0"),
+            ("application/font-woff", "u=0"),
+            ("application/x-javascript", "u=2"),
+            ("text/javascript", "u=2"),
+            ("image/webp", "i"),
+            ("video/mp4", "i"),
+            ("application/json", "u=1, i"),
+        ] {
+            let p = Priority::for_content_type(ct).unwrap();
+            assert_eq!(p.header(), header, "{ct}");
+            assert_eq!(Priority::from_code(Priority::code(Some(p))), Ok(Some(p)));
+        }
+        assert_eq!(Priority::for_content_type(" "), None);
+        assert_eq!(Priority::code(None), 0);
     }
 
     #[test]
