@@ -13,10 +13,11 @@
 //! the n connections balanced by size (longest processing time first).
 
 use mewa_hint::page::host_of;
-use mewa_hint::wire::Hint;
+use mewa_hint::wire::{Hint, Priority};
 use mewa_model::balance::assign_lpt;
 use mewa_model::http::{choose_connections, ConnectionChoice, SlowStartModel, TcpPath};
 use serde::Serialize;
+use std::collections::HashMap;
 
 /// Most connections the client opens to one origin, whatever a hint implies
 /// (browsers open at most 6 per host over HTTP/1.1; the issue caps n at 6).
@@ -165,6 +166,9 @@ pub struct Plan {
     /// the client "sends requests to all embedded URLs on parallel
     /// connections"). Empty for a hint by hash only.
     pub urls: Vec<String>,
+    /// The priority a browser would ask each of [`Plan::urls`] with, where
+    /// the hint carries it ([`mewa_hint::wire::FLAG_PRIORITIES`]).
+    pub priorities: HashMap<String, Priority>,
 }
 
 impl Plan {
@@ -233,6 +237,7 @@ pub fn plan(hint: &Hint, page_url: &str, radio: Radio, now_unix_s: u64) -> Resul
         .map(|(&(h, s), &c)| (h, c, s))
         .collect();
     assignment.sort_by(|x, y| y.2.cmp(&x.2).then(x.0.cmp(&y.0)));
+    let list = url_list(hint, page_url);
     Ok(Plan {
         n,
         page_bytes: hint.total_bytes,
@@ -243,16 +248,41 @@ pub fn plan(hint: &Hint, page_url: &str, radio: Radio, now_unix_s: u64) -> Resul
         sizes: assignment.iter().map(|&(_, _, s)| s).collect(),
         assignment: assignment.into_iter().map(|(h, c, _)| (h, c)).collect(),
         hash_mask: hint.hash_mask(),
-        urls: with_scheme_of(page_url, object_urls(hint)),
+        urls: list.urls,
+        priorities: list.priorities,
     })
+}
+
+/// Object URLs a hint carries, with the priority a browser would ask each
+/// with where the hint says (by URL; the rest the client guesses).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UrlList {
+    /// In the hint's order, the page itself left out.
+    pub urls: Vec<String>,
+    /// Priorities of those of [`UrlList::urls`] the hint gives one.
+    pub priorities: HashMap<String, Priority>,
 }
 
 /// The object URLs a hint carries for `page_url` (checked as [`plan`]
 /// checks it): what a client prefetches when the URL list came apart from
 /// the compact hint it planned with ([`crate::resolve::fetch_over_tcp`]).
-pub fn urls_of(hint: &Hint, page_url: &str, now_unix_s: u64) -> Result<Vec<String>, Fallback> {
+pub fn urls_of(hint: &Hint, page_url: &str, now_unix_s: u64) -> Result<UrlList, Fallback> {
     check(hint, page_url, now_unix_s)?;
-    Ok(with_scheme_of(page_url, object_urls(hint)))
+    Ok(url_list(hint, page_url))
+}
+
+/// [`object_urls`] with the scheme `page_url` was asked with, and their
+/// priorities.
+fn url_list(hint: &Hint, page_url: &str) -> UrlList {
+    let (urls, priority): (Vec<String>, Vec<Option<Priority>>) =
+        object_urls(hint).into_iter().unzip();
+    let urls = with_scheme_of(page_url, urls);
+    let priorities = urls
+        .iter()
+        .zip(priority)
+        .filter_map(|(u, p)| Some((u.clone(), p?)))
+        .collect();
+    UrlList { urls, priorities }
 }
 
 /// `urls` with the scheme `page_url` was asked with, where they have the
@@ -273,8 +303,8 @@ fn with_scheme_of(page_url: &str, urls: Vec<String>) -> Vec<String> {
 }
 
 /// Every object URL the hint carries, in its order, without the page's own
-/// URL or repeats.
-fn object_urls(hint: &Hint) -> Vec<String> {
+/// URL or repeats, with its priority when the hint carries it.
+fn object_urls(hint: &Hint) -> Vec<(String, Option<Priority>)> {
     let page = mewa_hint::page::strip_fragment(&hint.page_url);
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
@@ -282,7 +312,7 @@ fn object_urls(hint: &Hint) -> Vec<String> {
         for j in 0..o.objects.len() {
             if let Some(u) = hint.object_url(i, j) {
                 if u != page && seen.insert(u.clone()) {
-                    out.push(u);
+                    out.push((u, hint.object_priority(i, j)));
                 }
             }
         }

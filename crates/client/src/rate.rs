@@ -73,9 +73,71 @@ impl DeliveryRate {
     }
 }
 
+/// The round trip a phone can plan with when its radio was idle.
+///
+/// The DNS exchange that brings the hint is the first packet after the
+/// idle gap: its round trip includes the radio's promotion (400 ms on
+/// LTE, 2 s on 3G), and seed 000's plan read as the radio's RTT asks for
+/// many more connections than the link needs. A phone knows better from
+/// its recent loads: the TCP handshakes of its last [`KEEP`] loads came
+/// after the promotion. Their smallest is the estimate (end to end, so it
+/// over-states the radio's part by the wired one: a few connections fewer
+/// at most, never more).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecentRtt {
+    samples: VecDeque<f64>,
+}
+
+impl RecentRtt {
+    /// Nothing seen yet.
+    pub fn new() -> RecentRtt {
+        RecentRtt::default()
+    }
+
+    /// Takes one load's handshake round trip, seconds (ignored unless
+    /// positive and finite).
+    pub fn observe(&mut self, rtt_s: f64) {
+        if rtt_s.is_finite() && rtt_s > 0.0 {
+            if self.samples.len() == KEEP {
+                self.samples.pop_front();
+            }
+            self.samples.push_back(rtt_s);
+        }
+    }
+
+    /// The smallest of the recent handshakes, seconds.
+    pub fn estimate_s(&self) -> Option<f64> {
+        self.samples.iter().copied().reduce(f64::min)
+    }
+
+    /// The round trip to plan with: the exchange just made (`exchange_s`,
+    /// the DNS answer's) or the recent estimate, whichever is smaller.
+    pub fn plan_rtt_s(&self, exchange_s: f64) -> f64 {
+        self.estimate_s().map_or(exchange_s, |r| r.min(exchange_s))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_plan_rtt_leaves_the_promotion_out_once_a_load_has_been_seen() {
+        let mut r = RecentRtt::new();
+        // First load: only the DNS exchange, promotion included.
+        assert_eq!(r.plan_rtt_s(0.445), 0.445);
+        r.observe(0.070);
+        r.observe(f64::NAN);
+        r.observe(-1.0);
+        assert_eq!(r.plan_rtt_s(0.445), 0.070);
+        // A radio that answers faster than the memory: the exchange wins.
+        assert_eq!(r.plan_rtt_s(0.050), 0.050);
+        // Only the last loads count.
+        r.observe(0.120);
+        r.observe(0.110);
+        r.observe(0.100);
+        assert_eq!(r.estimate_s(), Some(0.100));
+    }
 
     /// Arrivals of `bytes` every `every_us` µs from 0 to `until_us`.
     fn steady(bytes: u64, every_us: u64, until_us: u64) -> Vec<(u64, u64)> {

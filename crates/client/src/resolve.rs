@@ -222,7 +222,7 @@ pub async fn fetch_url_list(
     host: &str,
     page_url: &str,
     timeout: Duration,
-) -> Result<Vec<String>, String> {
+) -> Result<crate::advice::UrlList, String> {
     let r = fetch_over_tcp(edge, host, page_url, timeout)
         .await
         .map_err(|e| e.to_string())?;

@@ -241,6 +241,7 @@ pub fn run(config: &Config, progress: &Progress) -> Result<ParityReport, Experim
                         &ca_dir,
                         &work,
                         None,
+                        None,
                     )?);
                 } else {
                     out.loader.push(with_loader(&bed, page)?);

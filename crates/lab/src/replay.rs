@@ -86,7 +86,9 @@ pub fn with_loader(bed: &Bed, page: &Page) -> Result<Arrival, BedError> {
 /// Names resolve as the testbed serves them: with `dns`, by Chromium's own
 /// resolver asking that DNS server (the edge, over the radio link, as a
 /// phone does); without, by `--host-resolver-rules` (no DNS traffic).
-/// `work` holds the profile and the NetLog while it runs.
+/// `work` holds the profile and the NetLog while it runs; `keep_netlog`
+/// moves the NetLog there afterwards instead of deleting it (to see where
+/// a load's time went).
 pub fn with_chromium(
     bed: &Bed,
     page: &Page,
@@ -94,6 +96,7 @@ pub fn with_chromium(
     ca_dir: &Path,
     work: &Path,
     dns: Option<SocketAddr>,
+    keep_netlog: Option<&Path>,
 ) -> Result<Arrival, BedError> {
     let topo = bed.running()?;
     let certs = mewa_origin::Ca::load_or_create(ca_dir)
@@ -140,7 +143,16 @@ pub fn with_chromium(
     }
     let bytes = std::fs::read(&netlog)
         .map_err(|e| BedError::Runtime(format!("reading {}: {e}", netlog.display())))?;
-    let _ = std::fs::remove_file(&netlog);
+    match keep_netlog {
+        Some(to) => {
+            if let Err(e) = std::fs::rename(&netlog, to) {
+                tracing::warn!("keeping {} as {}: {e}", netlog.display(), to.display());
+            }
+        }
+        None => {
+            let _ = std::fs::remove_file(&netlog);
+        }
+    }
     arrival_from_netlog(&bytes, page).map_err(|e| BedError::Runtime(e.to_string()))
 }
 

@@ -83,9 +83,16 @@ fn every_recording_replays_with_the_loader_and_chromium() {
             failures.push(format!("loader, {}: {:?}", page.name, got.missing));
         }
         if let Some(bin) = &browser {
-            let got =
-                replay::with_chromium(&bed, page, bin, &tmp.path().join("ca"), tmp.path(), None)
-                    .unwrap();
+            let got = replay::with_chromium(
+                &bed,
+                page,
+                bin,
+                &tmp.path().join("ca"),
+                tmp.path(),
+                None,
+                None,
+            )
+            .unwrap();
             eprintln!(
                 "{}: Chromium {:?} s, {} unrecorded requests {:?}",
                 page.name,

@@ -58,17 +58,23 @@ enum Cmd {
 }
 
 /// Sends the libraries' `tracing` events to stderr: `RUST_LOG` filters
-/// them (`RUST_LOG=mewa_edge=debug`), info and above by default.
+/// them (`RUST_LOG=mewa_edge=debug`), info and above by default. With
+/// `RUST_LOG` set (someone is debugging) each line has its UTC time, to
+/// line it up with other logs (a Chromium NetLog, a pcap).
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env();
+    let timed = filter.is_ok();
+    let filter = filter.unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .without_time()
-        .try_init();
+        .with_target(false);
+    let _ = if timed {
+        b.try_init()
+    } else {
+        b.without_time().try_init()
+    };
 }
 
 fn main() -> std::process::ExitCode {

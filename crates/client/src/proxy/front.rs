@@ -242,7 +242,9 @@ impl Proxy {
         if let Some(s) = current(&*self.sessions.lock().await) {
             return Ok(s);
         }
+        tracing::debug!("proxy: {url}: resolving (document: {is_document})");
         let r = lookup(&self.cfg, host, url).await?;
+        tracing::debug!("proxy: {url}: resolved in {:?}", r.rtt);
         if !is_document {
             let mut map = self.sessions.lock().await;
             let same = r.addrs.first().and_then(|ip| {
@@ -429,8 +431,13 @@ impl Proxy {
                 return error(StatusCode::BAD_GATEWAY, &e.to_string());
             }
         };
-        if !is_document && req.method() == http::Method::GET {
-            if let Some(w) = session.take_prefetched(&url).await {
+        // A document the hint listed (the target of the page's redirect,
+        // an iframe) is served from the prefetch too, unless the browser
+        // sends cookies with it: the prefetch went without them, and a
+        // page for a signed-in user must come from the origin.
+        let credentials = req.headers().contains_key(http::header::COOKIE);
+        if req.method() == http::Method::GET && !(is_document && credentials) {
+            if let Some(w) = session.take_prefetched(&url, is_document).await {
                 self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
                 self.stats.prefetch_hits.fetch_add(1, Ordering::Relaxed);
                 let mut resp = Response::new(

@@ -38,6 +38,7 @@
 mod front;
 mod session;
 
+use mewa_hint::wire::Priority;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -46,8 +47,8 @@ use http_body_util::combinators::BoxBody;
 
 pub use front::{Proxy, ProxyStats};
 pub use session::{
-    Placement, Session, SessionError, Timeline, MAX_PREFETCH_HELD, MAX_PREFETCH_HOSTS,
-    MAX_PREFETCH_OBJECT,
+    Placement, PrefetchBudget, Session, SessionError, Timeline, MAX_PREFETCH_HELD,
+    MAX_PREFETCH_HOSTS, MAX_PREFETCH_OBJECT,
 };
 
 /// Bodies the proxy sends back: the origin's streamed, or a short error.
@@ -94,6 +95,17 @@ pub struct ProxyConfig {
     /// Radio RTT to plan with instead of the DNS exchange's (for a proxy
     /// that is not behind the radio link itself, e.g. on loopback).
     pub radio_rtt: Option<Duration>,
+    /// The smallest TCP handshake round trip of the phone's recent loads
+    /// ([`crate::rate::RecentRtt`]): without `radio_rtt`, the plan uses it
+    /// when it is below the DNS exchange's, which includes the radio's
+    /// promotion after an idle gap.
+    pub recent_rtt: Option<Duration>,
+    /// Keep the prefetch to one initial window per connection until the
+    /// page's document has arrived (docs/CLIENT.md, "the document
+    /// first"). Off by default: on the shared recordings over
+    /// TMobile-LTE-short it did not pay, and on meh15 at 32 Mbit/s it cost
+    /// the pipelining of a round trip (1412k page 0.88 → 1.03 s).
+    pub first_flight_budget: bool,
     /// Origin port for h2c.
     pub origin_port: u16,
     /// Origin port for HTTP/2 over TLS (`https://` pages).
@@ -123,6 +135,8 @@ impl ProxyConfig {
             edge,
             radio_bandwidth_bps,
             radio_rtt: None,
+            recent_rtt: None,
+            first_flight_budget: false,
             use_hints: true,
             prefetch: true,
             max_connections: crate::advice::MAX_CONNECTIONS,
@@ -169,4 +183,138 @@ impl std::fmt::Debug for Intercept {
 pub(crate) fn path_reveals(path: &str) -> bool {
     let p = path.to_ascii_lowercase();
     p.ends_with(".css") || p.ends_with(".js") || p.ends_with(".mjs")
+}
+
+/// The RFC 9218 priority Chromium would ask the object at `path` with,
+/// guessed from its extension, for a URL whose priority the hint does not
+/// carry ([`mewa_hint::wire::FLAG_PRIORITIES`]; the edge knows the content
+/// type, a URL often does not say it): documents (`.html`, or a path
+/// ending in `/`) `u=0, i`, style sheets and fonts `u=0`, scripts `u=2`,
+/// images `i` (urgency 3, incremental), anything else `u=1, i` (what
+/// Chromium sends for script `fetch`es), as
+/// [`Priority::for_content_type`] gives them. A prefetch sent without a
+/// priority would get the default urgency 3 for everything: a server that
+/// schedules by urgency would then send a page's late style sheets after
+/// its large scripts, and the browser could run no script until they came
+/// (seed 000's client did not say; a browser does, and the prefetch must
+/// not do worse).
+pub(crate) fn prefetch_priority(path: &str) -> Priority {
+    let p = path.to_ascii_lowercase();
+    let name = p.rsplit('/').next().unwrap_or("");
+    let ext = name.rsplit_once('.').map_or("", |(_, e)| e);
+    let content_type = if p.ends_with('/') {
+        // A document (a redirect's target, an iframe): what the browser
+        // waits for before anything else.
+        "text/html"
+    } else {
+        match ext {
+            "html" | "htm" => "text/html",
+            "css" => "text/css",
+            "woff2" | "woff" | "ttf" | "otf" | "eot" => "font/woff2",
+            "js" | "mjs" => "text/javascript",
+            "png" | "jpg" | "jpeg" | "gif" | "webp" | "avif" | "svg" | "ico" | "bmp" => "image/png",
+            _ => "application/octet-stream",
+        }
+    };
+    Priority::for_content_type(content_type).unwrap_or(LEAF_PRIORITY)
+}
+
+/// What a prefetch asks an image with (and a URL that does not parse).
+const LEAF_PRIORITY: Priority = Priority {
+    urgency: 3,
+    incremental: true,
+};
+
+/// [`prefetch_priority`] of a URL (images' when it does not parse).
+pub(crate) fn url_priority(url: &str) -> Priority {
+    http::Uri::try_from(url).map_or(LEAF_PRIORITY, |u| prefetch_priority(u.path()))
+}
+
+/// Puts `urls` in the order a prefetch asks for them: by urgency
+/// (`priority`), documents (urgency 0, incremental) first among the most
+/// urgent (the browser can do nothing before its document), the page's
+/// order within each.
+pub(crate) fn prefetch_order(urls: &mut [String], priority: impl Fn(&str) -> Priority) {
+    urls.sort_by_key(|u| {
+        let p = priority(u);
+        (p.urgency, !(p.urgency == 0 && p.incremental))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefetch_asks_with_chromiums_priorities() {
+        for (path, want) in [
+            ("/", (0, "u=0, i")),
+            ("/sv/site/", (0, "u=0, i")),
+            ("/Index.HTML", (0, "u=0, i")),
+            ("/a/site.css", (0, "u=0")),
+            ("/f/font.woff2", (0, "u=0")),
+            ("/j/app.min.js", (2, "u=2")),
+            ("/i/photo.JPG", (3, "i")),
+            ("/i/map.svg", (3, "i")),
+            ("/gtag/js", (1, "u=1, i")),
+            ("/collect", (1, "u=1, i")),
+            // A dot in a directory is not an extension.
+            ("/v1.2/data", (1, "u=1, i")),
+        ] {
+            let p = prefetch_priority(path);
+            assert_eq!((p.urgency, p.header().as_str()), want, "{path}");
+        }
+    }
+
+    /// `urls` put in prefetch order by `priority`.
+    fn ordered(urls: &[&str], priority: impl Fn(&str) -> Priority) -> Vec<String> {
+        let mut v: Vec<String> = urls.iter().map(|s| s.to_string()).collect();
+        prefetch_order(&mut v, priority);
+        v
+    }
+
+    #[test]
+    fn documents_then_style_then_scripts_then_images_in_page_order() {
+        let page = [
+            "https://a.example/big.js",
+            "https://a.example/hero.jpg",
+            "https://a.example/late.css",
+            "https://a.example/sv/site/",
+            "https://a.example/early.css",
+            "https://a.example/beacon",
+            "not a url",
+        ];
+        assert_eq!(
+            ordered(&page, url_priority),
+            [
+                "https://a.example/sv/site/",
+                "https://a.example/late.css",
+                "https://a.example/early.css",
+                "https://a.example/beacon",
+                "https://a.example/big.js",
+                "https://a.example/hero.jpg",
+                "not a url",
+            ]
+        );
+        // What the hint says beats the guess: an extension-less image and
+        // style sheet (ferguson.com's `/sites/content/…`).
+        let hint = |u: &str| match u {
+            "https://a.example/c/image/1" => Priority::for_content_type("image/jpeg").unwrap(),
+            "https://a.example/c/css/2" => Priority::for_content_type("text/css").unwrap(),
+            u => url_priority(u),
+        };
+        let page = [
+            "https://a.example/c/image/1",
+            "https://a.example/app.js",
+            "https://a.example/c/css/2",
+        ];
+        assert_eq!(
+            ordered(&page, hint),
+            [
+                "https://a.example/c/css/2",
+                "https://a.example/app.js",
+                "https://a.example/c/image/1",
+            ]
+        );
+    }
 }

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -21,11 +21,12 @@ use mewa_model::pull::PULL_FLOOR_BYTES;
 use mewa_model::sync::lock;
 use tokio::net::TcpStream;
 
-use crate::advice::{plan, Fallback, Plan, Radio};
+use crate::advice::{plan, Fallback, Plan, Radio, UrlList};
 use crate::dispatch::{Credit, Dispatcher};
 use crate::resolve::{fetch_url_list, resolve, Resolved};
+use mewa_hint::wire::Priority;
 
-use super::{path_reveals, pulls, ProxyBody, ProxyConfig};
+use super::{path_reveals, prefetch_order, pulls, url_priority, ProxyBody, ProxyConfig};
 
 /// Why a session could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -81,12 +82,19 @@ pub struct Session {
     /// What to prefetch once the document's request is out (taken then).
     pending: Mutex<Option<PendingPrefetch>>,
     /// Prefetched objects by URL, until the browser asks for them.
-    prefetched: Mutex<HashMap<String, Arc<PrefetchCell>>>,
+    prefetched: Mutex<HashMap<String, Prefetched>>,
     /// Body bytes held for the browser now (bounded by
     /// [`MAX_PREFETCH_HELD`]).
     held_bytes: Arc<AtomicU64>,
     /// Objects prefetched.
     prefetch_started: AtomicU64,
+    /// What the prefetch of this session's page shares over every host it
+    /// reaches.
+    page: Arc<PagePrefetch>,
+    /// When the session started opening (after the UDP answer).
+    opened: Instant,
+    /// The quickest TCP handshake of its connections.
+    handshake: Duration,
     /// Prefetched objects the browser then asked for.
     prefetch_taken: AtomicU64,
     /// When the connections and the URL list were ready.
@@ -112,6 +120,216 @@ impl std::fmt::Debug for Opener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Opener")
     }
+}
+
+/// The urgency (RFC 9218) from which a prefetched object waits for the
+/// more urgent ones ([`PagePrefetch::hold_leaves`]): images.
+const LEAF_URGENCY: u8 = 3;
+
+/// One bandwidth-delay product, at least [`PULL_FLOOR_BYTES`]: the bytes of
+/// more urgent objects in flight below which prefetched images start, and
+/// the prefetch's budget while the document is on its way.
+fn bdp_bytes(bandwidth_bps: f64, rtt_s: f64) -> u64 {
+    let bdp = bandwidth_bps / 8.0 * rtt_s;
+    if bdp.is_finite() && bdp > 0.0 {
+        (bdp as u64).max(PULL_FLOOR_BYTES)
+    } else {
+        PULL_FLOOR_BYTES
+    }
+}
+
+/// What one page's prefetch shares over every host it reaches: the
+/// in-flight budget, the urgent bytes images wait for, and the hint's
+/// sizes.
+///
+/// The budget: bytes the prefetch has asked for and not received, until
+/// the page's document has arrived: one initial window per connection of
+/// the page (what those connections send in their first round trip
+/// anyway; at most one bandwidth-delay product). Unbounded, the prefetch
+/// of a large page fills the radio link's queue in the first round trips
+/// (every connection in slow start at once, on every host), and the
+/// document the browser is waiting for queues behind it: on a cellular
+/// trace with a deep buffer a page's redirect and then its 12 KB document
+/// took 1.5 s instead of 0.5 s. The client's bandwidth is a peak estimate,
+/// often twice the mean on a cellular trace, so the budget does not lean
+/// on it. Once the document is here the budget lifts: a budget of two
+/// bandwidth-delay products after it cost ferguson.com (41 hosts) 0.6 s
+/// on TMobile-LTE-short, its bytes held by requests waiting on servers'
+/// think time while the link had room. Without a plan (no bandwidth to
+/// size it by), or with no document to wait for, there is none.
+///
+/// The hold: a browser's connection serves style sheets, fonts and
+/// scripts before images by their urgency; the hint's n connections
+/// share the radio link equally instead, so an image sent on another
+/// connection at once would take bandwidth from the objects that hold up
+/// rendering and scripts. Prefetched images wait until those still on
+/// their way are within one bandwidth-delay product, which overlaps the
+/// images so the link does not go idle.
+#[derive(Debug)]
+struct PagePrefetch {
+    /// The budget's bytes; closed when the document has arrived.
+    bytes: Arc<tokio::sync::Semaphore>,
+    /// Bytes of the budget while the document is on its way; the most one
+    /// object takes.
+    small: u32,
+    /// The budget has lifted (the document arrived, or there is none).
+    open: AtomicBool,
+    /// Bytes asked for and not received (at most `small` an object).
+    in_flight: Arc<AtomicU64>,
+    /// The hint's bytes of prefetched objects below [`LEAF_URGENCY`] not
+    /// yet arrived whole.
+    urgent_left: Mutex<u64>,
+    /// Woken when [`PagePrefetch::urgent_left`] falls.
+    urgent_fell: tokio::sync::Notify,
+    /// Images start once [`PagePrefetch::urgent_left`] is at most this.
+    leaves_below: u64,
+    /// The hint's size of each object of every host, by masked URL hash.
+    sizes: HashMap<u32, u64>,
+    mask: u32,
+    /// The hint's priority of each URL it gives one
+    /// ([`mewa_hint::wire::FLAG_PRIORITIES`]); the rest are guessed
+    /// ([`url_priority`]).
+    priorities: Mutex<HashMap<String, Priority>>,
+}
+
+impl PagePrefetch {
+    /// `bdp`: the plan's bandwidth-delay product (`None`: unbounded);
+    /// `connections`: the page session's; `has_document`: the budget is
+    /// small until the document arrives.
+    fn new(
+        bdp: Option<u64>,
+        connections: usize,
+        has_document: bool,
+        sizes: HashMap<u32, u64>,
+        mask: u32,
+    ) -> Arc<PagePrefetch> {
+        let cap = |b: f64| -> u32 {
+            let max = tokio::sync::Semaphore::MAX_PERMITS.min(u32::MAX as usize) as f64;
+            b.clamp(1.0, max) as u32
+        };
+        let first_flights = connections.max(1) as f64 * INITIAL_WINDOW_BYTES as f64;
+        let small = bdp.map_or(u32::MAX >> 1, |b| cap((b as f64).min(first_flights)));
+        Arc::new(PagePrefetch {
+            bytes: Arc::new(tokio::sync::Semaphore::new(small as usize)),
+            small,
+            open: AtomicBool::new(!has_document || bdp.is_none()),
+            in_flight: Arc::new(AtomicU64::new(0)),
+            urgent_left: Mutex::new(0),
+            urgent_fell: tokio::sync::Notify::new(),
+            leaves_below: bdp.unwrap_or(u64::MAX),
+            sizes,
+            mask,
+            priorities: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Adds the priorities a URL list carries.
+    fn learn_priorities(&self, more: HashMap<String, Priority>) {
+        lock(&self.priorities).extend(more);
+    }
+
+    /// The priority to ask `url` with: the hint's, else guessed from the
+    /// URL.
+    fn priority_of(&self, url: &str) -> Priority {
+        lock(&self.priorities)
+            .get(url)
+            .copied()
+            .unwrap_or_else(|| url_priority(url))
+    }
+
+    /// The document has arrived: the budget lifts, and the prefetches
+    /// waiting for room go.
+    fn document_done(&self) {
+        if !self.open.swap(true, Ordering::Relaxed) {
+            tracing::debug!("proxy: document done, budget lifts");
+        }
+        self.bytes.close();
+    }
+
+    /// The hint's size of `url`; for an object the hint does not size, two
+    /// initial windows (a guess that still counts it).
+    fn size_of(&self, url: &str) -> u64 {
+        let h = mewa_hint::wire::url_hash(url) & self.mask;
+        self.sizes
+            .get(&h)
+            .copied()
+            .unwrap_or(PULL_FLOOR_BYTES)
+            .max(1)
+    }
+
+    /// Waits for room in the budget for `url` while the budget holds; the
+    /// room is given back when the returned [`Room`] is dropped.
+    async fn room_for(&self, url: &str) -> Room {
+        let bytes = self.size_of(url).min(u64::from(self.small));
+        let permit = if self.open.load(Ordering::Relaxed) {
+            None
+        } else {
+            let want = u32::try_from(bytes).unwrap_or(u32::MAX);
+            // Err once the budget has lifted (closed): go unbudgeted.
+            self.bytes.clone().acquire_many_owned(want).await.ok()
+        };
+        self.in_flight.fetch_add(bytes, Ordering::Relaxed);
+        Room {
+            _permit: permit,
+            bytes,
+            in_flight: self.in_flight.clone(),
+        }
+    }
+
+    /// Waits until the urgent bytes on their way are within
+    /// [`PagePrefetch::leaves_below`].
+    async fn hold_leaves(&self) {
+        loop {
+            // Registered before the check, so a wake-up in between is not
+            // lost.
+            let woken = self.urgent_fell.notified();
+            if *lock(&self.urgent_left) <= self.leaves_below {
+                return;
+            }
+            woken.await;
+        }
+    }
+
+    fn urgent_started(&self, bytes: u64) {
+        *lock(&self.urgent_left) += bytes;
+    }
+
+    fn urgent_arrived(&self, bytes: u64) {
+        let mut l = lock(&self.urgent_left);
+        *l = l.saturating_sub(bytes);
+        drop(l);
+        self.urgent_fell.notify_waiters();
+    }
+}
+
+/// A prefetch's room in its page's budget ([`PagePrefetch::room_for`]).
+struct Room {
+    _permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    bytes: u64,
+    in_flight: Arc<AtomicU64>,
+}
+
+impl Drop for Room {
+    fn drop(&mut self) {
+        self.in_flight.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// Bytes of one connection's initial window ([`mewa_model::DEFAULT_IW`]
+/// segments of 1460 bytes).
+const INITIAL_WINDOW_BYTES: u64 = mewa_model::DEFAULT_IW as u64 * 1460;
+
+/// A page's prefetch budget ([`Session::prefetch_budget`]), bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrefetchBudget {
+    /// The budget until the document has arrived.
+    pub before_document: u64,
+    /// Whether the budget has lifted (the document has arrived).
+    pub open: bool,
+    /// Bytes the prefetch has asked for and not received (counted at the
+    /// hint's size, at most [`PrefetchBudget::before_document`] an
+    /// object).
+    pub in_flight: u64,
 }
 
 /// Most other hosts one page's prefetch opens sessions to: a hint is
@@ -146,6 +364,9 @@ pub const MAX_PREFETCH_HELD: u64 = 64 << 20;
 /// Largest single object the proxy prefetches whole.
 pub const MAX_PREFETCH_OBJECT: usize = 16 << 20;
 
+/// A prefetch on its way or done, with the page whose budget it holds.
+type Prefetched = (Arc<PrefetchCell>, Arc<PagePrefetch>);
+
 /// The response of a prefetched object, once whole (or why not).
 type PrefetchCell = tokio::sync::OnceCell<Result<Arc<Whole>, String>>;
 
@@ -177,9 +398,9 @@ struct PendingPrefetch {
 /// The URL list: in hand, or on its way over TCP from the edge.
 #[derive(Debug)]
 enum Urls {
-    Ready(Vec<String>),
+    Ready(UrlList),
     /// The edge's TCP answer, and when it came (since the session's t0).
-    Later(tokio::task::JoinHandle<(Result<Vec<String>, String>, Duration)>),
+    Later(tokio::task::JoinHandle<(Result<UrlList, String>, Duration)>),
 }
 
 /// A request's connection, chosen by [`Session::place`]. Its bytes count as
@@ -210,6 +431,22 @@ impl std::fmt::Debug for Placement {
 struct Counted {
     inner: Incoming,
     credit: Option<Credit>,
+    /// The session's document: its end opens the prefetch's budget.
+    document: Option<Arc<PagePrefetch>>,
+}
+
+impl Counted {
+    fn ended(&mut self) {
+        if let Some(b) = self.document.take() {
+            b.document_done();
+        }
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.ended();
+    }
 }
 
 impl Body for Counted {
@@ -221,13 +458,17 @@ impl Body for Counted {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let r = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(f))) = &r {
-            if let Some(d) = f.data_ref() {
-                let n = d.len() as u64;
-                if let Some(c) = &mut self.credit {
-                    c.take(n);
+        match &r {
+            Poll::Ready(Some(Ok(f))) => {
+                if let Some(d) = f.data_ref() {
+                    let n = d.len() as u64;
+                    if let Some(c) = &mut self.credit {
+                        c.take(n);
+                    }
                 }
             }
+            Poll::Ready(_) => self.ended(),
+            Poll::Pending => {}
         }
         r
     }
@@ -293,7 +534,10 @@ impl Session {
                 page_url,
                 Radio {
                     bandwidth_bps: cfg.radio_bandwidth_bps,
-                    rtt_s: cfg.radio_rtt.unwrap_or(r.rtt).as_secs_f64(),
+                    rtt_s: cfg
+                        .radio_rtt
+                        .unwrap_or(cfg.recent_rtt.map_or(r.rtt, |recent| recent.min(r.rtt)))
+                        .as_secs_f64(),
                 },
                 mewa_hint::now_unix_s(),
             ),
@@ -325,9 +569,13 @@ impl Session {
         }
         let mut conns = Vec::with_capacity(n);
         let mut last_err = None;
+        let mut handshake = Duration::MAX;
         while let Some(c) = opening.join_next().await {
             match c {
-                Ok(Ok(c)) => conns.push(c),
+                Ok(Ok((c, rtt))) => {
+                    conns.push(c);
+                    handshake = handshake.min(rtt);
+                }
                 Ok(Err(e)) => last_err = Some(e),
                 Err(e) => last_err = Some(format!("connecting task: {e}")),
             }
@@ -355,6 +603,32 @@ impl Session {
         };
         let prefetching =
             matches!(&plan, Ok(p) if cfg.prefetch && (!p.urls.is_empty() || late.is_some()));
+        // The round trip for the prefetch's budgets: the TCP handshake's,
+        // not the DNS exchange's, which pays the radio's promotion when
+        // the phone was idle (400 ms on LTE, 2 s on 3G).
+        let rtt_s = handshake.as_secs_f64();
+        let bdp = match &plan {
+            Ok(p) => Some(bdp_bytes(p.bandwidth_bps, rtt_s)),
+            Err(_) => None,
+        };
+        let has_document = prefetching && cfg.first_flight_budget;
+        let sizes: HashMap<u32, u64> = match &r.hint {
+            Ok(h) if plan.is_ok() => h
+                .origins
+                .iter()
+                .flat_map(|o| o.objects.iter())
+                .filter_map(|x| x.size().map(|s| (x.url_hash, s)))
+                .collect(),
+            _ => HashMap::new(),
+        };
+        let page = PagePrefetch::new(bdp, conns.len(), has_document, sizes, mask);
+        tracing::debug!(
+            "proxy: {page_url}: {} connections after {:?}, handshake RTT {:?}, BDP {:?} B",
+            conns.len(),
+            t0.elapsed(),
+            handshake,
+            bdp
+        );
         let pull = match &plan {
             Ok(p) if pulls(cfg.dispatch, prefetching) && conns.len() > 1 => {
                 let rtt = Duration::try_from_secs_f64(p.radio_rtt_s + p.wired_rtt_s)
@@ -396,7 +670,10 @@ impl Session {
                     timeout: cfg.timeout,
                 }),
                 (Ok(p), _) if prefetching => Some(PendingPrefetch {
-                    urls: Urls::Ready(p.urls.clone()),
+                    urls: Urls::Ready(UrlList {
+                        urls: p.urls.clone(),
+                        priorities: p.priorities.clone(),
+                    }),
                     edge: cfg.edge,
                     timeout: cfg.timeout,
                 }),
@@ -410,6 +687,9 @@ impl Session {
             held_bytes: Arc::new(AtomicU64::new(0)),
             prefetch_started: AtomicU64::new(0),
             prefetch_taken: AtomicU64::new(0),
+            page,
+            opened: t0,
+            handshake,
             plan,
         })
     }
@@ -461,10 +741,11 @@ impl Session {
     /// those hosts' sessions, which the proxy opens as the browser would
     /// ([`MAX_PREFETCH_HOSTS`] at most); without an opener they are left to
     /// the browser.
-    fn start_prefetch(self: &Arc<Self>, urls: Vec<String>, edge: SocketAddr, timeout: Duration) {
+    fn start_prefetch(self: &Arc<Self>, list: UrlList, edge: SocketAddr, timeout: Duration) {
+        self.page.learn_priorities(list.priorities);
         let mut by_host: HashMap<String, Vec<String>> = HashMap::new();
         let mut order: Vec<String> = Vec::new();
-        for u in urls {
+        for u in list.urls {
             let host = match http::Uri::try_from(u.as_str()) {
                 Ok(uri) if uri.scheme_str() == Some(self.scheme) && uri.port().is_none() => {
                     uri.host().map(str::to_ascii_lowercase)
@@ -487,7 +768,7 @@ impl Session {
                 continue;
             };
             if host == self.host {
-                self.prefetch_here(urls);
+                self.prefetch_here(urls, &self.page);
                 continue;
             }
             let me = self.clone();
@@ -499,10 +780,10 @@ impl Session {
                     Ok(r) if r.addrs.first() == Some(&me.addr.ip())
                 );
                 if same {
-                    me.prefetch_here(urls);
+                    me.prefetch_here(urls, &me.page);
                 } else if let Some(open) = opener {
                     if let Some(there) = (open.0)(me.scheme, host).await {
-                        let n = there.prefetch_here(urls);
+                        let n = there.prefetch_here(urls, &me.page);
                         me.prefetch_started.fetch_add(n, Ordering::Relaxed);
                     }
                 }
@@ -510,9 +791,15 @@ impl Session {
         }
     }
 
-    /// Registers and fetches `urls` on this session, skipping those already
-    /// registered; returns how many it started.
-    fn prefetch_here(self: &Arc<Self>, urls: Vec<String>) -> u64 {
+    /// Registers and fetches `urls` on this session for the page whose
+    /// prefetch is `page`, skipping those already registered; returns how
+    /// many it started. They are asked most urgent first
+    /// ([`PagePrefetch::priority_of`], the page's order within an urgency), as a
+    /// browser's connection would serve them, within the page's budget,
+    /// images after the more urgent objects ([`PagePrefetch`]).
+    fn prefetch_here(self: &Arc<Self>, mut urls: Vec<String>, page: &Arc<PagePrefetch>) -> u64 {
+        let urgency = |u: &str| page.priority_of(u).urgency;
+        prefetch_order(&mut urls, |u| page.priority_of(u));
         let mut started = Vec::new();
         {
             let mut m = lock(&self.prefetched);
@@ -521,19 +808,67 @@ impl Session {
                     continue;
                 }
                 let c = Arc::new(PrefetchCell::new());
-                m.insert(u.clone(), c.clone());
+                m.insert(u.clone(), (c.clone(), page.clone()));
                 started.push((u, c));
             }
         }
         let n = started.len() as u64;
         self.prefetch_started.fetch_add(n, Ordering::Relaxed);
-        for (url, cell) in started {
+        // Counted before any starts, so that no image goes ahead of a
+        // style sheet about to be asked for.
+        let urgent: Vec<Option<u64>> = started
+            .iter()
+            .map(|(u, _)| (urgency(u) < LEAF_URGENCY).then(|| page.size_of(u)))
+            .collect();
+        page.urgent_started(urgent.iter().flatten().sum());
+        for ((url, cell), urgent) in started.into_iter().zip(urgent) {
             let me = self.clone();
+            let page = page.clone();
             tokio::spawn(async move {
-                let _ = cell.get_or_init(|| me.fetch_whole(url)).await;
+                let _ = cell
+                    .get_or_init(|| me.fetch_prefetch(url, &page, urgent.is_none()))
+                    .await;
+                if let Some(bytes) = urgent {
+                    page.urgent_arrived(bytes);
+                }
             });
         }
         n
+    }
+
+    /// A prefetch: an image waits for the urgent objects, then every
+    /// object for room in the page's budget ([`PagePrefetch`]).
+    async fn fetch_prefetch(
+        self: &Arc<Self>,
+        url: String,
+        page: &PagePrefetch,
+        leaf: bool,
+    ) -> Result<Arc<Whole>, String> {
+        if leaf {
+            page.hold_leaves().await;
+        }
+        let _room = page.room_for(&url).await;
+        tracing::debug!("proxy: prefetch sends {url}");
+        let r = self.fetch_whole(url.clone(), page.priority_of(&url)).await;
+        tracing::debug!("proxy: prefetch got {url}");
+        r
+    }
+
+    /// The quickest TCP handshake of the session's connections: a round
+    /// trip after the radio's promotion, what the next load can plan with
+    /// ([`ProxyConfig::recent_rtt`]).
+    pub fn handshake_rtt(&self) -> Duration {
+        self.handshake
+    }
+
+    /// The prefetch's in-flight budget of this session's page, bytes.
+    pub fn prefetch_budget(&self) -> PrefetchBudget {
+        let p = &self.page;
+        PrefetchBudget {
+            before_document: u64::from(p.small),
+            open: p.open.load(Ordering::Relaxed),
+            in_flight: p.in_flight.load(Ordering::Relaxed),
+        }
     }
 
     /// When the connections and the URL list were ready.
@@ -547,11 +882,19 @@ impl Session {
     }
 
     /// Fetches `url` whole, placed as a browser request for it would be.
-    async fn fetch_whole(self: &Arc<Self>, url: String) -> Result<Arc<Whole>, String> {
+    async fn fetch_whole(
+        self: &Arc<Self>,
+        url: String,
+        priority: Priority,
+    ) -> Result<Arc<Whole>, String> {
         let uri = http::Uri::try_from(url.as_str()).map_err(|e| e.to_string())?;
         let reveals = path_reveals(uri.path());
-        let req = Request::get(uri)
-            .header(http::header::ACCEPT, "*/*")
+        let mut req = Request::get(uri).header(http::header::ACCEPT, "*/*");
+        let priority = priority.header();
+        if !priority.is_empty() {
+            req = req.header("priority", priority);
+        }
+        let req = req
             .body(
                 Empty::<Bytes>::new()
                     .map_err(|never| match never {})
@@ -582,13 +925,30 @@ impl Session {
 
     /// The prefetched response of `url`, waiting for it if it is still on
     /// its way; `None` when it was not prefetched or failed (the caller
-    /// then forwards the browser's request).
-    pub(super) async fn take_prefetched(self: &Arc<Self>, url: &str) -> Option<Arc<Whole>> {
-        let cell = lock(&self.prefetched).remove(url)?;
-        let r = cell.get_or_init(|| self.fetch_whole(url.to_string())).await;
+    /// then forwards the browser's request). With `document` (the browser
+    /// asked for a document), a response that is not a redirect is the
+    /// page's document: the browser has it, and the prefetch's budget
+    /// opens, as when the document comes from the origin ([`Counted`]).
+    /// The browser's request says what a document is; a URL does not
+    /// (`/se`, `/pagead/…/`).
+    pub(super) async fn take_prefetched(
+        self: &Arc<Self>,
+        url: &str,
+        document: bool,
+    ) -> Option<Arc<Whole>> {
+        let (cell, page) = lock(&self.prefetched).remove(url)?;
+        // Asked for before its prefetch started: it waits as the prefetch
+        // would (the browser sent an image at low urgency).
+        let leaf = page.priority_of(url).urgency >= LEAF_URGENCY;
+        let r = cell
+            .get_or_init(|| self.fetch_prefetch(url.to_string(), &page, leaf))
+            .await;
         match r {
             Ok(w) => {
                 self.prefetch_taken.fetch_add(1, Ordering::Relaxed);
+                if document && !w.status.is_redirection() {
+                    page.document_done();
+                }
                 Some(w.clone())
             }
             Err(_) => None,
@@ -702,7 +1062,25 @@ impl Session {
         let Placement { slot, mut credit } = self.place(url, on_first, held).await;
         // The session's first request is its document: the prefetch
         // starts once that is on its way, so the document goes first.
+        // A document (what a browser asks for with `Accept: text/html`)
+        // that is not a redirect: its end opens the prefetch's budget. The
+        // first request of a page is often a redirect; the document then
+        // comes a round trip later, and the prefetch must not fill the link
+        // before it.
+        let asks_document = req
+            .headers()
+            .get(http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.starts_with("text/html"));
         let resp = self.send_then(slot, req, || self.kick_prefetch()).await?;
+        let document = asks_document && !resp.status().is_redirection();
+        if document {
+            tracing::debug!(
+                "proxy: {}: document's response head after {:?} (since the session opened)",
+                self.page_url,
+                self.opened.elapsed()
+            );
+        }
         let len = resp
             .headers()
             .get(http::header::CONTENT_LENGTH)
@@ -717,6 +1095,7 @@ impl Session {
             Counted {
                 inner: body,
                 credit,
+                document: document.then(|| self.page.clone()),
             }
             .boxed(),
         ))
@@ -796,16 +1175,19 @@ trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 
 /// One HTTP/2 connection to the origin: h2c, or over TLS naming `host`
-/// (ALPN `h2`) when `tls` is given.
+/// (ALPN `h2`) when `tls` is given; with the time its TCP handshake took
+/// (a round trip).
 async fn connect(
     addr: SocketAddr,
     timeout: Duration,
     tls: Option<(Arc<rustls::ClientConfig>, String)>,
-) -> Result<http2::SendRequest<ProxyBody>, String> {
+) -> Result<(http2::SendRequest<ProxyBody>, Duration), String> {
+    let t0 = Instant::now();
     let tcp = tokio::time::timeout(timeout, TcpStream::connect(addr))
         .await
         .map_err(|_| format!("no answer within {timeout:?}"))?
         .map_err(|e| e.to_string())?;
+    let rtt = t0.elapsed();
     let _ = tcp.set_nodelay(true);
     let builder = {
         let mut b = http2::Builder::new(TokioExecutor::new());
@@ -835,5 +1217,5 @@ async fn connect(
     tokio::spawn(async move {
         let _ = conn.await;
     });
-    Ok(send)
+    Ok((send, rtt))
 }

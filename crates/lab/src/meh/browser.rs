@@ -122,6 +122,8 @@ struct ProxySaw {
     urls_over_tcp: bool,
     urls_lead_ms: Option<f64>,
     prefetched: u64,
+    /// The quickest TCP handshake of the page host's connections, s.
+    handshake_s: Option<f64>,
 }
 
 /// Loads each page in headless Chromium with the Chromium binary and run
@@ -185,6 +187,9 @@ pub fn browser_runs(
     };
     let total = pages.len() * runs * 2;
     let mut out = Vec::with_capacity(total);
+    // The round trip the proxy's earlier loads saw after the radio's
+    // promotion, as the phone's memory ([`mewa_client::rate::RecentRtt`]).
+    let mut recent = mewa_client::rate::RecentRtt::new();
     for r in 0..runs {
         for (i, page) in pages.iter().enumerate() {
             let pair = r * pages.len() + i;
@@ -205,6 +210,9 @@ pub fn browser_runs(
                         // Names through the edge over the radio, as the
                         // proxy of the hint variant resolves them.
                         Some(edge),
+                        cfg.keep_netlogs
+                            .then(|| work_dir.join(format!("{}-{r}-false.netlog.json", page.name)))
+                            .as_deref(),
                     ) {
                         Ok(a) => complete(a),
                         Err(e) => (None, Some(e.to_string())),
@@ -217,6 +225,9 @@ pub fn browser_runs(
                     pc.intercept = Some(intercept.clone());
                     pc.origin_port = PORT_PLAIN;
                     pc.use_hints = with_hint;
+                    pc.recent_rtt = recent
+                        .estimate_s()
+                        .and_then(|s| Duration::try_from_secs_f64(s).ok());
                     pc.prefetch = cfg.prefetch;
                     if cfg.one_connection {
                         pc.max_connections = 1;
@@ -261,6 +272,7 @@ pub fn browser_runs(
                                             (c.as_secs_f64() - u.as_secs_f64()) * 1000.0
                                         }),
                                         prefetched: s.prefetch_counts().0,
+                                        handshake_s: Some(s.handshake_rtt().as_secs_f64()),
                                     }
                                 }
                                 None => ProxySaw::default(),
@@ -290,6 +302,9 @@ pub fn browser_runs(
                     .output();
                     proxy.stop();
                     let saw = n_rx.try_recv().unwrap_or_default();
+                    if let Some(h) = saw.handshake_s {
+                        recent.observe(h);
+                    }
                     let (arrival, error) = match result {
                         Ok(o) if o.status.success() => match std::fs::read(&netlog)
                             .map_err(|e| format!("reading {}: {e}", netlog.display()))

@@ -97,6 +97,7 @@ fn one_load(
     with_hint: bool,
     cfg: &Setup,
     bw: f64,
+    recent_rtt_s: Option<f64>,
 ) -> Result<(LoadRecord, Lookup), BedError> {
     let host = mewa_hint::page::host_of(&page.main).unwrap_or_default();
     let policy = cfg.policy;
@@ -124,7 +125,9 @@ fn one_load(
                 &page.main,
                 Radio {
                     bandwidth_bps: bw,
-                    rtt_s: resolved.rtt.as_secs_f64(),
+                    rtt_s: recent_rtt_s.map_or(resolved.rtt.as_secs_f64(), |r| {
+                        r.min(resolved.rtt.as_secs_f64())
+                    }),
                 },
                 now_unix_s(),
             ),
@@ -158,7 +161,7 @@ fn one_load(
                     let (host, url) = (host.clone(), page.main.clone());
                     let t0 = std::time::Instant::now();
                     late = Some(tokio::spawn(async move {
-                        let urls = fetch_url_list(edge, &host, &url, timeout).await.ok()?;
+                        let urls = fetch_url_list(edge, &host, &url, timeout).await.ok()?.urls;
                         let at = t0.elapsed();
                         // Sent too late when the load has ended.
                         let _ = tx.send(Some(Arc::new(urls)));
@@ -232,6 +235,16 @@ pub(crate) fn plan_bandwidth(cfg: &Setup, seen: &DeliveryRate) -> f64 {
     }
 }
 
+/// The quickest TCP handshake of a load's connections, seconds.
+fn quickest_handshake_s(rec: &LoadRecord) -> Option<f64> {
+    rec.connections
+        .iter()
+        .filter_map(|c| c.connected_us.map(|t| t.saturating_sub(c.open_us)))
+        .filter(|&us| us > 0)
+        .min()
+        .map(|us| us as f64 / 1e6)
+}
+
 /// A load's body arrivals `(µs, bytes)` in time order.
 fn arrivals(rec: &LoadRecord) -> Vec<(u64, u64)> {
     let mut a: Vec<(u64, u64)> = rec
@@ -276,6 +289,8 @@ pub fn run_setup(
     // What the phone has seen its loads deliver, over windows of one
     // end-to-end round trip.
     let mut seen = DeliveryRate::new((cfg.radio_rtt_ms + cfg.wired_rtt_ms) * 1000);
+    // And the round trips its handshakes took after the radio's promotion.
+    let mut recent = mewa_client::rate::RecentRtt::new();
     let mut runs = Vec::with_capacity(total);
     for r in 0..cfg.runs {
         for (i, page) in corpus.pages.iter().enumerate() {
@@ -296,8 +311,19 @@ pub fn run_setup(
                 progress.step(done, total, &what);
                 prepare_load(topo, cfg, pair)?;
                 let bw = plan_bandwidth(cfg, &seen);
-                let (rec, lookup) = one_load(&bed, edge_addr, page, with_hint, cfg, bw)?;
+                let (rec, lookup) = one_load(
+                    &bed,
+                    edge_addr,
+                    page,
+                    with_hint,
+                    cfg,
+                    bw,
+                    recent.estimate_s(),
+                )?;
                 seen.observe(&arrivals(&rec));
+                if let Some(h) = quickest_handshake_s(&rec) {
+                    recent.observe(h);
+                }
                 runs.push(to_run(page, r, with_hint, &rec, &lookup));
                 done += 1;
             }
