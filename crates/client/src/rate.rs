@@ -110,11 +110,17 @@ impl RecentRtt {
         self.samples.iter().copied().reduce(f64::min)
     }
 
-    /// The round trip to plan with: the exchange just made (`exchange_s`,
-    /// the DNS answer's) or the recent estimate, whichever is smaller.
+    /// The round trip to plan with ([`plan_rtt_s`] of this estimate).
     pub fn plan_rtt_s(&self, exchange_s: f64) -> f64 {
-        self.estimate_s().map_or(exchange_s, |r| r.min(exchange_s))
+        plan_rtt_s(self.estimate_s(), exchange_s)
     }
+}
+
+/// The round trip to plan with: the exchange just made (`exchange_s`, the
+/// DNS answer's) or `recent_s` (a [`RecentRtt::estimate_s`] the caller
+/// kept), whichever is smaller.
+pub fn plan_rtt_s(recent_s: Option<f64>, exchange_s: f64) -> f64 {
+    recent_s.map_or(exchange_s, |r| r.min(exchange_s))
 }
 
 #[cfg(test)]

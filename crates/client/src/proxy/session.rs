@@ -534,10 +534,15 @@ impl Session {
                 page_url,
                 Radio {
                     bandwidth_bps: cfg.radio_bandwidth_bps,
-                    rtt_s: cfg
-                        .radio_rtt
-                        .unwrap_or(cfg.recent_rtt.map_or(r.rtt, |recent| recent.min(r.rtt)))
-                        .as_secs_f64(),
+                    rtt_s: cfg.radio_rtt.map_or_else(
+                        || {
+                            crate::rate::plan_rtt_s(
+                                cfg.recent_rtt.map(|d| d.as_secs_f64()),
+                                r.rtt.as_secs_f64(),
+                            )
+                        },
+                        |d| d.as_secs_f64(),
+                    ),
                 },
                 mewa_hint::now_unix_s(),
             ),

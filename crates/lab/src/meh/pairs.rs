@@ -125,9 +125,7 @@ fn one_load(
                 &page.main,
                 Radio {
                     bandwidth_bps: bw,
-                    rtt_s: recent_rtt_s.map_or(resolved.rtt.as_secs_f64(), |r| {
-                        r.min(resolved.rtt.as_secs_f64())
-                    }),
+                    rtt_s: mewa_client::rate::plan_rtt_s(recent_rtt_s, resolved.rtt.as_secs_f64()),
                 },
                 now_unix_s(),
             ),
