@@ -229,6 +229,7 @@ pub fn browser_runs(
                         .estimate_s()
                         .and_then(|s| Duration::try_from_secs_f64(s).ok());
                     pc.prefetch = cfg.prefetch;
+                    pc.first_flight_budget = cfg.first_flight_budget;
                     if cfg.one_connection {
                         pc.max_connections = 1;
                     }

@@ -176,6 +176,9 @@ pub struct Setup {
     /// With the hint, one connection whatever n the plan chose (the URLs'
     /// part of the gain alone).
     pub one_connection: bool,
+    /// The browser runs' proxy holds its prefetch to a first-flight budget
+    /// until the document arrives.
+    pub first_flight_budget: bool,
     /// TCP congestion control of the origin.
     pub congestion: String,
     /// The test CA's folder.
@@ -211,6 +214,7 @@ impl Setup {
             dispatch: Dispatch::Auto,
             prefetch: true,
             one_connection: false,
+            first_flight_budget: false,
             congestion: "cubic".into(),
             ca_dir,
             store_path,

@@ -100,6 +100,11 @@ pub struct Config {
     /// with `prefetch` off as well, the hint does nothing.
     #[serde(default)]
     pub one_connection: bool,
+    /// The browser runs' proxy keeps its prefetch to one initial window per
+    /// connection until the document arrives
+    /// (`mewa_client::proxy::ProxyConfig::first_flight_budget`).
+    #[serde(default)]
+    pub first_flight_budget: bool,
     /// Chromium loads of the Fig. 8 pages per variant (0: none).
     pub browser_runs: usize,
     /// The Chromium binary.
@@ -129,6 +134,7 @@ impl Default for Config {
             dispatch: Dispatch::Auto,
             prefetch: true,
             one_connection: false,
+            first_flight_budget: false,
             browser_runs: 5,
             chromium: PathBuf::from("/usr/bin/chromium"),
             keep_netlogs: false,
@@ -214,6 +220,7 @@ pub fn run(config: &Config, progress: &Progress) -> Result<MehReport, Experiment
         dispatch: config.dispatch,
         prefetch: config.prefetch,
         one_connection: config.one_connection,
+        first_flight_budget: config.first_flight_budget,
         congestion: origin.congestion,
         browser,
         keep_netlogs: config.keep_netlogs,

@@ -345,10 +345,11 @@ impl MehReport {
             setup.policy,
             setup.dispatch,
             if setup.prefetch { "on" } else { "off" },
-            if setup.one_connection {
-                ", one connection (URLs only)"
-            } else {
-                ""
+            match (setup.one_connection, setup.first_flight_budget) {
+                (true, true) => ", one connection (URLs only), first-flight budget",
+                (true, false) => ", one connection (URLs only)",
+                (false, true) => ", first-flight budget",
+                (false, false) => "",
             },
             match setup.plan_rate {
                 PlanRate::Fixed(b) => format!("{:.1} Mbit/s (told)", b / 1e6),
