@@ -164,11 +164,11 @@ pub struct Plan {
     /// origin, in the hint's order, the page itself left out): what the
     /// client may request before the document reveals them (seed 000 §II:
     /// the client "sends requests to all embedded URLs on parallel
-    /// connections"). Empty for a hint by hash only.
-    pub urls: Vec<String>,
-    /// The priority a browser would ask each of [`Plan::urls`] with, where
-    /// the hint carries it ([`mewa_hint::wire::FLAG_PRIORITIES`]).
-    pub priorities: HashMap<String, Priority>,
+    /// connections"), with the priority a browser would ask each with
+    /// where the hint carries it ([`mewa_hint::wire::FLAG_PRIORITIES`]).
+    /// Empty for a hint by hash only.
+    #[serde(flatten)]
+    pub urls: UrlList,
 }
 
 impl Plan {
@@ -237,7 +237,6 @@ pub fn plan(hint: &Hint, page_url: &str, radio: Radio, now_unix_s: u64) -> Resul
         .map(|(&(h, s), &c)| (h, c, s))
         .collect();
     assignment.sort_by(|x, y| y.2.cmp(&x.2).then(x.0.cmp(&y.0)));
-    let list = url_list(hint, page_url);
     Ok(Plan {
         n,
         page_bytes: hint.total_bytes,
@@ -248,19 +247,25 @@ pub fn plan(hint: &Hint, page_url: &str, radio: Radio, now_unix_s: u64) -> Resul
         sizes: assignment.iter().map(|&(_, _, s)| s).collect(),
         assignment: assignment.into_iter().map(|(h, c, _)| (h, c)).collect(),
         hash_mask: hint.hash_mask(),
-        urls: list.urls,
-        priorities: list.priorities,
+        urls: url_list(hint, page_url),
     })
 }
 
 /// Object URLs a hint carries, with the priority a browser would ask each
 /// with where the hint says (by URL; the rest the client guesses).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct UrlList {
     /// In the hint's order, the page itself left out.
     pub urls: Vec<String>,
     /// Priorities of those of [`UrlList::urls`] the hint gives one.
     pub priorities: HashMap<String, Priority>,
+}
+
+impl UrlList {
+    /// No URLs (a hint by hash only).
+    pub fn is_empty(&self) -> bool {
+        self.urls.is_empty()
+    }
 }
 
 /// The object URLs a hint carries for `page_url` (checked as [`plan`]
@@ -361,19 +366,19 @@ mod tests {
         let want: Vec<String> = (1..5)
             .map(|i| format!("http://www.a.example/img/{i}.jpg"))
             .collect();
-        assert_eq!(p.urls, want);
+        assert_eq!(p.urls.urls, want);
         // A path that is unknown (empty) gives no URL.
         let mut gap = with.clone();
         if let Some(ps) = gap.origins[0].paths.as_mut() {
             ps[2].clear();
         }
         let p = plan(&gap, page, RADIO, 1000).unwrap();
-        assert_eq!(p.urls.len(), 3);
-        assert!(!p.urls.contains(&want[1]));
+        assert_eq!(p.urls.urls.len(), 3);
+        assert!(!p.urls.urls.contains(&want[1]));
         // The same page asked over https://: the hint applies, its URLs
         // take the scheme asked for; another page's hint does not.
         let p = plan(&with, "https://www.a.example/", RADIO, 1000).unwrap();
-        assert_eq!(p.urls[0], "https://www.a.example/img/1.jpg");
+        assert_eq!(p.urls.urls[0], "https://www.a.example/img/1.jpg");
         assert!(matches!(
             plan(&with, "https://www.b.example/", RADIO, 1000),
             Err(Fallback::OtherPage { .. })

@@ -675,10 +675,7 @@ impl Session {
                     timeout: cfg.timeout,
                 }),
                 (Ok(p), _) if prefetching => Some(PendingPrefetch {
-                    urls: Urls::Ready(UrlList {
-                        urls: p.urls.clone(),
-                        priorities: p.priorities.clone(),
-                    }),
+                    urls: Urls::Ready(p.urls.clone()),
                     edge: cfg.edge,
                     timeout: cfg.timeout,
                 }),

@@ -150,7 +150,7 @@ fn one_load(
                 opts.assign = Arc::new(PlanAssign::new(p, scheme, policy));
             }
             if prefetch {
-                opts.prefetch = p.urls.clone();
+                opts.prefetch = p.urls.urls.clone();
                 if resolved.urls_over_tcp {
                     // The URL list over TCP from the edge, while the load
                     // connects to the origin.
