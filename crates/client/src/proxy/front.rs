@@ -14,8 +14,8 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 
-use super::path_reveals;
 use super::session::{lookup, Opener, Session, SessionError};
+use super::{accept, asks_for_document, path_reveals};
 use super::{ProxyBody, ProxyConfig};
 
 /// Counters of a running proxy.
@@ -71,12 +71,9 @@ const HOP_BY_HOP: [&str; 9] = [
 /// browser asks for style sheets and documents with their types first in
 /// `Accept`; scripts are asked for with `*/*`, so their path decides.
 fn reveals<B>(req: &Request<B>, path: &str) -> bool {
-    let accept = req
-        .headers()
-        .get(http::header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    accept.starts_with("text/html") || accept.starts_with("text/css") || path_reveals(path)
+    asks_for_document(req.headers())
+        || accept(req.headers()).starts_with("text/css")
+        || path_reveals(path)
 }
 
 /// Serves one browser connection (or tunnel) over HTTP/2 or HTTP/1.1 until
@@ -419,11 +416,7 @@ impl Proxy {
     ) -> Response<ProxyBody> {
         let url = format!("{scheme}://{host}{path}");
         let uri = req.uri().clone();
-        let is_document = req
-            .headers()
-            .get(http::header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|a| a.starts_with("text/html"));
+        let is_document = asks_for_document(req.headers());
         let session = match self.session(scheme, &host, &url, is_document).await {
             Ok(s) => s,
             Err(e) => {

@@ -179,6 +179,20 @@ impl std::fmt::Debug for Intercept {
     }
 }
 
+/// The request's `Accept` header, or "" without one.
+pub(crate) fn accept(headers: &http::HeaderMap) -> &str {
+    headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
+/// Whether a browser asks for a document (a page or an iframe): it puts
+/// `text/html` first in `Accept`, whatever the URL looks like.
+pub(crate) fn asks_for_document(headers: &http::HeaderMap) -> bool {
+    accept(headers).starts_with("text/html")
+}
+
 /// Whether a path names a style sheet or a script (by its extension).
 pub(crate) fn path_reveals(path: &str) -> bool {
     let p = path.to_ascii_lowercase();

@@ -26,7 +26,9 @@ use crate::dispatch::{Credit, Dispatcher};
 use crate::resolve::{fetch_url_list, resolve, Resolved};
 use mewa_hint::wire::Priority;
 
-use super::{path_reveals, prefetch_order, pulls, url_priority, ProxyBody, ProxyConfig};
+use super::{
+    asks_for_document, path_reveals, prefetch_order, pulls, url_priority, ProxyBody, ProxyConfig,
+};
 
 /// Why a session could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -1069,11 +1071,7 @@ impl Session {
         // first request of a page is often a redirect; the document then
         // comes a round trip later, and the prefetch must not fill the link
         // before it.
-        let asks_document = req
-            .headers()
-            .get(http::header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|a| a.starts_with("text/html"));
+        let asks_document = asks_for_document(req.headers());
         let resp = self.send_then(slot, req, || self.kick_prefetch()).await?;
         let document = asks_document && !resp.status().is_redirection();
         if document {
