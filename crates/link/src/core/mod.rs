@@ -424,6 +424,9 @@ pub struct Link<P> {
     rng: SplitMix64,
     log: Option<VecDeque<Event>>,
     now: Duration,
+    /// A rewind to apply when the next packet arrives (see
+    /// [`Link::rewind_traces_at_next_packet`]).
+    armed_rewind: Option<u64>,
 }
 
 impl<P: Payload + Send + 'static> Link<P> {
@@ -454,6 +457,7 @@ impl<P: Payload + Send + 'static> Link<P> {
             rng: SplitMix64::new(cfg.seed),
             log: cfg.log_events.then(VecDeque::new),
             now: Duration::ZERO,
+            armed_rewind: None,
         }
     }
 
@@ -479,10 +483,24 @@ impl<P: Payload + Send + 'static> Link<P> {
         }
     }
 
+    /// Restarts both directions' delivery traces at the trace's moment
+    /// `at_ms` when the next packet arrives, in either direction, rather
+    /// than now. Two loads that start with a different delay after the
+    /// call (a browser takes 100–500 ms to start, and not the same each
+    /// time) then still meet the same stretch of the trace from their
+    /// first packet on; with [`Link::rewind_traces`] each would meet the
+    /// stretch shifted by its own start-up time.
+    pub fn rewind_traces_at_next_packet(&mut self, at_ms: u64) {
+        self.armed_rewind = Some(at_ms);
+    }
+
     /// Offers a packet to direction `dir` at `now`.
     pub fn handle_packet(&mut self, dir: Dir, packet: P, now: Duration) {
         let now = self.clock(now);
         self.advance(now);
+        if let Some(at_ms) = self.armed_rewind.take() {
+            self.rewind_traces(at_ms, now);
+        }
         let len = packet.wire_len();
         let log = &mut self.log;
         let d = &mut self.dirs[dir.index()];

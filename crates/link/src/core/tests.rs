@@ -148,6 +148,36 @@ fn rewound_traces_replay_the_same_stretch() {
 }
 
 #[test]
+fn an_armed_rewind_starts_the_stretch_at_the_first_packet() {
+    // Opportunities at 1, 2, 3, 50, 100 ms, repeating every 100 ms.
+    let rate = RateSpec::Trace(trace::DeliveryTrace::parse("1\n2\n3\n50\n100\n").unwrap());
+    let mut l = Link::new(cfg(DirectionConfig {
+        rate,
+        ..Default::default()
+    }));
+    // Armed at `armed`, the first packet `late` ms after: the stretch
+    // starts at the packet, whatever the delay.
+    let mut burst = |armed: u64, late: u64| -> Vec<u64> {
+        l.rewind_traces_at_next_packet(3);
+        assert_eq!(l.poll_transmit(Dir::Down, ms(armed)), None);
+        let at = armed + late;
+        run(&mut l, pkts(3, 1500, ms(at), Dir::Down))
+            .iter()
+            .map(|o| o.0.as_millis() as u64 - at)
+            .collect()
+    };
+    // The first packet is at the trace's moment 3 and takes its
+    // opportunity, then 50 and 100.
+    assert_eq!(burst(200, 0), [0, 47, 97]);
+    assert_eq!(burst(1000, 37), [0, 47, 97]);
+    assert_eq!(burst(2000, 411), [0, 47, 97]);
+    // Disarmed after use: a packet 120 ms later (the trace's moment 123)
+    // waits for the next cycle's 50, not for a fresh stretch's.
+    let out = run(&mut l, pkts(1, 1500, ms(2411 + 120), Dir::Down));
+    assert_eq!(out[0].0.as_millis() as u64 - 2531, 27);
+}
+
+#[test]
 fn trace_packets_straddle_opportunities() {
     // 1000-byte packets, 1500-byte opportunities every ms (at 1, 2, 3 ms).
     let rate = RateSpec::Trace(trace::DeliveryTrace::parse("1\n").unwrap());

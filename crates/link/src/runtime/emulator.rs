@@ -222,6 +222,10 @@ impl Outputs {
 /// [`Emulator::rewind_traces`]'s "nothing asked".
 const NO_REWIND: u64 = u64::MAX;
 
+/// Set in a rewind request: apply it at the next packet
+/// ([`Link::rewind_traces_at_next_packet`]), not on the thread's turn.
+const AT_NEXT_PACKET: u64 = 1 << 62;
+
 /// A running emulator thread.
 pub(crate) struct Emulator {
     name: String,
@@ -325,11 +329,20 @@ impl Emulator {
 
     /// Restarts the link's delivery traces at the trace's moment `at_ms`
     /// (applied by the thread on its next turn, which this wakes).
-    pub(crate) fn rewind_traces(&self, at_ms: u64) {
-        // u64::MAX means "none"; a moment that far is the same modulo any
-        // trace period a few milliseconds away.
-        self.rewind
-            .store(at_ms.min(NO_REWIND - 1), Ordering::SeqCst);
+    /// With `at_next_packet` the moment falls on the next packet to arrive
+    /// instead.
+    pub(crate) fn rewind_traces(&self, at_ms: u64, at_next_packet: bool) {
+        // The top bits mean "none" and "at the next packet"; a moment that
+        // far is the same modulo any trace period a few milliseconds away.
+        let at = at_ms.min(AT_NEXT_PACKET - 1);
+        self.rewind.store(
+            if at_next_packet {
+                at | AT_NEXT_PACKET
+            } else {
+                at
+            },
+            Ordering::SeqCst,
+        );
         let _ = self.wake.write(1);
     }
 
@@ -388,7 +401,12 @@ impl State {
         while !self.stop.load(Ordering::Relaxed) {
             let asked = self.rewind.swap(NO_REWIND, Ordering::SeqCst);
             if asked != NO_REWIND {
-                self.link.rewind_traces(asked, self.now());
+                let at_ms = asked & (AT_NEXT_PACKET - 1);
+                if asked & AT_NEXT_PACKET != 0 {
+                    self.link.rewind_traces_at_next_packet(at_ms);
+                } else {
+                    self.link.rewind_traces(at_ms, self.now());
+                }
             }
             if self.idle.swap(false, Ordering::SeqCst) {
                 self.link.radio_idle();

@@ -732,7 +732,15 @@ impl Topology {
     /// runs next sees that stretch of the trace; a link without traces is
     /// unaffected.
     pub fn rewind_traces(&self, a: &str, b: &str, at_ms: u64) -> Result<(), Error> {
-        self.emulator(a, b).map(|e| e.rewind_traces(at_ms))
+        self.emulator(a, b).map(|e| e.rewind_traces(at_ms, false))
+    }
+
+    /// As [`Topology::rewind_traces`], but the trace's moment `at_ms` falls
+    /// on the next packet to cross the link, however long that takes
+    /// ([`crate::core::Link::rewind_traces_at_next_packet`]): what the lab
+    /// uses before a browser load, whose start-up time varies.
+    pub fn rewind_traces_at_next_packet(&self, a: &str, b: &str, at_ms: u64) -> Result<(), Error> {
+        self.emulator(a, b).map(|e| e.rewind_traces(at_ms, true))
     }
 
     /// Puts the radio of the link between `a` and `b` to sleep now, as if
