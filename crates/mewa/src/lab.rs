@@ -453,6 +453,7 @@ impl MehArgs {
 
 /// Runs `mewa lab …`.
 pub fn run(cmd: LabCmd) -> anyhow::Result<()> {
+    namespaces_cleaned_up()?;
     match cmd.cmd {
         LabSub::Baseline(a) => {
             let c = a.config()?;
@@ -488,6 +489,26 @@ pub fn run(cmd: LabCmd) -> anyhow::Result<()> {
             finish(&report)
         }
     }
+}
+
+/// Every lab command builds its testbed in named network namespaces
+/// (`mewa-<pid>-…`), which outlive the process unless deleted: removes
+/// those that dead runs left, and makes SIGINT, SIGTERM and SIGHUP delete
+/// this run's (killing what runs inside them, such as a browser) before
+/// exiting, as `mewa link` does. Without root there is nothing to clean
+/// (the experiment itself then says it needs root).
+fn namespaces_cleaned_up() -> anyhow::Result<()> {
+    if mewa_lab::experiment::needs_root().is_ok() {
+        match mewa_link::runtime::cleanup_stale() {
+            Ok(r) if !r.is_empty() => eprintln!(
+                "mewa lab: removed what dead runs left: namespaces {:?}, devices {:?}, processes {:?}",
+                r.namespaces, r.devices, r.killed
+            ),
+            Ok(_) => {}
+            Err(e) => eprintln!("mewa lab: warning: stale cleanup failed: {e}"),
+        }
+    }
+    mewa_link::runtime::teardown_on_signals().context("installing the signal teardown")
 }
 
 /// Prints the report, writes its folder and names it.

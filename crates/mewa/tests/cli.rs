@@ -259,6 +259,41 @@ fn killed_link_run_is_cleaned_up_by_the_next() {
 }
 
 #[test]
+fn terminated_lab_run_leaves_no_namespaces() {
+    if !privileged("terminated_lab_run_leaves_no_namespaces") {
+        return;
+    }
+    let s = Scratch::new("lab-term");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mewa"))
+        .args(["lab", "meh", "--runs", "30", "--browser-runs", "0", "--out"])
+        .arg(s.join("out"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start mewa lab meh");
+    let pid = child.id();
+    // Wait (at most 30 s) for its testbed to exist.
+    let t0 = std::time::Instant::now();
+    while leftovers(pid).is_empty() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "mewa lab meh never built its testbed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Let the testbed fill up (edge, origin, links) before the signal.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let term = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(term.success());
+    let status = child.wait().expect("wait for mewa lab");
+    assert_eq!(status.code(), Some(128 + 15), "exit status after SIGTERM");
+    assert_eq!(leftovers(pid), Vec::<String>::new());
+}
+
+#[test]
 fn lab_rejects_bad_options_before_touching_the_network() {
     let o = mewa(&["lab", "load", "--page", "no-such-page"]);
     assert!(!o.status.success());
