@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use hickory_proto::op::{Edns, Message, MessageType, Query, ResponseCode};
 use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
-use hickory_proto::rr::{Name, RData, RecordType};
+use hickory_proto::rr::{DNSClass, Name, RData, RecordType};
 use mewa_hint::dns::{HintRequest, HintResponse, OPTION_CODE};
 use mewa_hint::wire::Hint;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -87,41 +87,77 @@ pub struct Resolved {
 /// retransmission waits twice as long.
 pub const FIRST_RETRANSMIT: Duration = Duration::from_secs(1);
 
-fn query_id() -> u16 {
-    // Not a secret: the socket is connected to the edge, so a forged answer
-    // must also hit our ephemeral port. Varies per query all the same.
-    let n = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    (n ^ (n >> 16)) as u16
+/// A query ID from the system's random source (RFC 5452 §9.2): with the
+/// ephemeral port, what an off-path forger must guess.
+fn query_id() -> Result<u16, ResolveError> {
+    use ring::rand::SecureRandom;
+    let mut b = [0u8; 2];
+    ring::rand::SystemRandom::new()
+        .fill(&mut b)
+        .map_err(|_| ResolveError::Query {
+            what: "a query ID".into(),
+            why: "the system's random source failed".into(),
+        })?;
+    Ok(u16::from_be_bytes(b))
+}
+
+/// The name asked for `host` (fully qualified).
+fn query_name(host: &str) -> Result<Name, ResolveError> {
+    Name::from_ascii(format!("{}.", host.trim_end_matches('.'))).map_err(|e| ResolveError::Query {
+        what: host.to_string(),
+        why: e.to_string(),
+    })
 }
 
 /// The query the client sends: `A host` with the hint request for
 /// `page_url` in its OPT record (advertising 1232 bytes), and its ID.
 pub fn hint_query(host: &str, page_url: &str) -> Result<(u16, Vec<u8>), ResolveError> {
+    query(host, Some(page_url))
+}
+
+/// `A host`, with the hint request for `page_url` when there is one.
+fn query(host: &str, page_url: Option<&str>) -> Result<(u16, Vec<u8>), ResolveError> {
     let bad = |what: &str, why: String| ResolveError::Query {
         what: what.to_string(),
         why,
     };
-    let name = Name::from_ascii(format!("{}.", host.trim_end_matches('.')))
-        .map_err(|e| bad(host, e.to_string()))?;
-    let req = HintRequest {
-        page_url: page_url.to_string(),
-    }
-    .encode()
-    .map_err(|e| bad(page_url, e.to_string()))?;
+    let name = query_name(host)?;
     let mut m = Message::query();
-    let id = query_id();
+    let id = query_id()?;
     m.metadata.id = id;
     m.metadata.recursion_desired = true;
     m.add_query(Query::query(name, RecordType::A));
     let mut e = Edns::new();
     e.set_max_payload(1232);
-    e.options_mut()
-        .insert(EdnsOption::Unknown(OPTION_CODE, req));
+    if let Some(page_url) = page_url {
+        let req = HintRequest {
+            page_url: page_url.to_string(),
+        }
+        .encode()
+        .map_err(|e| bad(page_url, e.to_string()))?;
+        e.options_mut()
+            .insert(EdnsOption::Unknown(OPTION_CODE, req));
+    }
     m.set_edns(e);
     let bytes = m.to_vec().map_err(|e| bad(host, e.to_string()))?;
     Ok((id, bytes))
+}
+
+/// Whether `m` answers our query `id` for `A host`: same ID, a response,
+/// and the one question we asked (names compare without case, RFC 4343).
+/// Anything else on the socket (a late answer to an earlier query, a
+/// forgery) is not the answer.
+fn answers(m: &Message, id: u16, host: &Name) -> bool {
+    m.metadata.id == id
+        && m.metadata.message_type == MessageType::Response
+        && m.queries.len() == 1
+        && m.queries[0].query_type() == RecordType::A
+        && m.queries[0].query_class() == DNSClass::IN
+        && names_equal(m.queries[0].name(), host)
+}
+
+fn names_equal(a: &Name, b: &Name) -> bool {
+    a.to_ascii().eq_ignore_ascii_case(&b.to_ascii())
 }
 
 /// Asks the edge at `edge` for `host`'s address and the hint of `page_url`.
@@ -131,7 +167,29 @@ pub async fn resolve(
     page_url: &str,
     timeout: Duration,
 ) -> Result<Resolved, ResolveError> {
-    let (id, q) = hint_query(host, page_url)?;
+    exchange(edge, host, Some(page_url), timeout).await
+}
+
+/// Asks the edge at `edge` for `host`'s address alone, without a hint
+/// request: for the hosts of a page's objects, which are not pages. A
+/// hint request names a page, and the edge counts it towards that page's
+/// popularity (which pages it traces); the objects' hosts must not.
+pub async fn resolve_address(
+    edge: SocketAddr,
+    host: &str,
+    timeout: Duration,
+) -> Result<Resolved, ResolveError> {
+    exchange(edge, host, None, timeout).await
+}
+
+async fn exchange(
+    edge: SocketAddr,
+    host: &str,
+    page_url: Option<&str>,
+    timeout: Duration,
+) -> Result<Resolved, ResolveError> {
+    let (id, q) = query(host, page_url)?;
+    let name = query_name(host)?;
     let io = |error| ResolveError::Io { edge, error };
     let bind: SocketAddr = if edge.is_ipv4() {
         ([0, 0, 0, 0], 0).into()
@@ -156,7 +214,7 @@ pub async fn resolve(
                     let n = n?;
                     // Ignore anything that is not the answer to this query.
                     if let Ok(m) = Message::from_vec(&buf[..n]) {
-                        if m.metadata.id == id && m.metadata.message_type == MessageType::Response {
+                        if answers(&m, id, &name) {
                             return Ok::<_, std::io::Error>((m, n));
                         }
                     }
@@ -175,13 +233,13 @@ pub async fn resolve(
     .map_err(io)?;
     let (answer, answer_len) = answer;
     let rtt = sent.elapsed();
-    let mut r = read(&answer, edge, rtt)?;
+    let mut r = read(&answer, &name, edge, rtt)?;
     r.answer_bytes = answer_len;
     let retry = answer.metadata.truncation
         || matches!(hint_option(&answer), Some(Ok(HintResponse::RetryTcp)));
     if retry {
-        let m = tcp_exchange(edge, &q, id, timeout).await?;
-        let again = read(&m, edge, rtt)?;
+        let m = tcp_exchange(edge, &q, id, &name, timeout).await?;
+        let again = read(&m, &name, edge, rtt)?;
         r = Resolved {
             over_tcp: true,
             answer_bytes: answer_len,
@@ -207,9 +265,10 @@ pub async fn fetch_over_tcp(
     timeout: Duration,
 ) -> Result<Resolved, ResolveError> {
     let (id, q) = hint_query(host, page_url)?;
+    let name = query_name(host)?;
     let t0 = Instant::now();
-    let m = tcp_exchange(edge, &q, id, timeout).await?;
-    let mut r = read(&m, edge, t0.elapsed())?;
+    let m = tcp_exchange(edge, &q, id, &name, timeout).await?;
+    let mut r = read(&m, &name, edge, t0.elapsed())?;
     r.over_tcp = true;
     Ok(r)
 }
@@ -235,14 +294,20 @@ async fn tcp_exchange(
     edge: SocketAddr,
     q: &[u8],
     id: u16,
+    name: &Name,
     timeout: Duration,
 ) -> Result<Message, ResolveError> {
-    tokio::time::timeout(timeout, tcp_exchange_once(edge, q, id))
+    tokio::time::timeout(timeout, tcp_exchange_once(edge, q, id, name))
         .await
         .map_err(|_| ResolveError::Timeout { edge, timeout })?
 }
 
-async fn tcp_exchange_once(edge: SocketAddr, q: &[u8], id: u16) -> Result<Message, ResolveError> {
+async fn tcp_exchange_once(
+    edge: SocketAddr,
+    q: &[u8],
+    id: u16,
+    name: &Name,
+) -> Result<Message, ResolveError> {
     let io = |error| ResolveError::Io { edge, error };
     let mut s = TcpStream::connect(edge).await.map_err(io)?;
     let len = u16::try_from(q.len()).map_err(|_| ResolveError::Answer {
@@ -260,7 +325,7 @@ async fn tcp_exchange_once(edge: SocketAddr, q: &[u8], id: u16) -> Result<Messag
         edge,
         why: e.to_string(),
     })?;
-    if m.metadata.id != id {
+    if !answers(&m, id, name) {
         return Err(ResolveError::Answer {
             edge,
             why: "answer over TCP for another query".into(),
@@ -276,21 +341,51 @@ fn hint_option(m: &Message) -> Option<Result<HintResponse, mewa_hint::dns::DnsEr
     }
 }
 
-fn read(m: &Message, edge: SocketAddr, rtt: Duration) -> Result<Resolved, ResolveError> {
+/// The addresses of `name` in `m`'s answer section: `A` records of the
+/// name or of the names its `CNAME` records lead to, in order. Records
+/// for any other name (an answer stuffed with addresses of unrelated
+/// hosts) are ignored.
+fn addresses_of(m: &Message, name: &Name) -> Vec<IpAddr> {
+    let mut names = vec![name.clone()];
+    // Each pass follows one more link of the chain; a chain longer than
+    // the answer is a loop.
+    for _ in 0..m.answers.len() {
+        let before = names.len();
+        for r in &m.answers {
+            if let RData::CNAME(c) = &r.data {
+                let known = |n: &Name| names.iter().any(|k| names_equal(k, n));
+                if known(&r.name) && !known(&c.0) {
+                    names.push(c.0.clone());
+                }
+            }
+        }
+        if names.len() == before {
+            break;
+        }
+    }
+    m.answers
+        .iter()
+        .filter(|r| names.iter().any(|n| names_equal(n, &r.name)))
+        .filter_map(|r| match &r.data {
+            RData::A(a) => Some(IpAddr::V4(a.0)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn read(
+    m: &Message,
+    name: &Name,
+    edge: SocketAddr,
+    rtt: Duration,
+) -> Result<Resolved, ResolveError> {
     if m.metadata.response_code != ResponseCode::NoError {
         return Err(ResolveError::Answer {
             edge,
             why: format!("response code {}", m.metadata.response_code),
         });
     }
-    let addrs = m
-        .answers
-        .iter()
-        .filter_map(|r| match &r.data {
-            RData::A(a) => Some(IpAddr::V4(a.0)),
-            _ => None,
-        })
-        .collect();
+    let addrs = addresses_of(m, name);
     let (hint, hint_bytes) = match hint_option(m) {
         None => (Err(Fallback::Missing), 0),
         Some(Err(e)) => (Err(Fallback::Malformed(e.to_string())), 0),

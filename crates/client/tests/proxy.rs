@@ -701,3 +701,55 @@ async fn a_document_served_from_the_prefetch_opens_the_budget() {
         "the document served from the prefetch opened the budget"
     );
 }
+
+/// Browser connections come only from `allow_from` (loopback by default):
+/// a proxy told to take 127.0.0.2 only closes a connection from 127.0.0.1
+/// without a byte, and serves one from 127.0.0.2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_from_refuses_other_peers() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (page, origin_addr, edge) = served_page().await;
+    let mut cfg = config(edge, origin_addr, Dispatch::Push);
+    cfg.allow_from = vec!["127.0.0.2".parse().unwrap()];
+    let proxy = Proxy::new(cfg);
+    let listener = TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(proxy.clone().serve(listener));
+    let root = page.root().unwrap();
+    let ask = format!(
+        "GET http://{}:{}{} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        root.host,
+        origin_addr.port(),
+        root.path,
+        root.host
+    );
+    let exchange = |from: &'static str| {
+        let ask = ask.clone();
+        async move {
+            let sock = tokio::net::TcpSocket::new_v4().unwrap();
+            sock.bind(format!("{from}:0").parse().unwrap()).unwrap();
+            let mut s = sock
+                .connect(SocketAddr::from(([127, 0, 0, 1], port)))
+                .await
+                .unwrap();
+            let _ = s.write_all(ask.as_bytes()).await;
+            let mut got = Vec::new();
+            let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut got)).await;
+            String::from_utf8_lossy(&got).to_string()
+        }
+    };
+    let refused = exchange("127.0.0.1").await;
+    assert!(
+        refused.is_empty(),
+        "served a peer not allowed: {refused:.80}"
+    );
+    let served = exchange("127.0.0.2").await;
+    assert!(served.starts_with("HTTP/1.1 200"), "{served:.80}");
+    assert_eq!(
+        proxy
+            .stats
+            .refused
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+}

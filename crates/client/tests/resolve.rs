@@ -118,25 +118,13 @@ async fn a_silent_or_hintless_edge_is_handled() {
     assert!(e.to_string().contains("did not answer"), "{e}");
 
     // A resolver that strips options: answers without OPT.
-    let plain = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let addr = plain.local_addr().unwrap();
-    tokio::spawn(async move {
-        let mut buf = vec![0u8; 2048];
-        while let Ok((n, from)) = plain.recv_from(&mut buf).await {
-            let q = hickory_proto::op::Message::from_vec(&buf[..n]).unwrap();
-            let mut r = hickory_proto::op::Message::response(q.metadata.id, q.metadata.op_code);
-            r.add_queries(q.queries.clone());
-            let _ = plain.send_to(&r.to_vec().unwrap(), from).await;
-        }
-    });
-    let r = resolve(
-        addr,
-        "a.example",
-        "http://a.example/",
-        Duration::from_secs(2),
-    )
-    .await
-    .unwrap();
+    let addr = scripted(|q| {
+        let mut r = response_to(q);
+        r.add_queries(q.queries.clone());
+        vec![r]
+    })
+    .await;
+    let r = resolve_a_example(addr).await;
     assert_eq!(r.hint.unwrap_err(), Fallback::Missing);
 }
 
@@ -173,4 +161,159 @@ async fn a_lost_query_is_retransmitted() {
         "{:?}",
         r.rtt
     );
+}
+
+/// A DNS server on loopback that answers each query with `answers(query)`,
+/// every message it returns sent in order.
+async fn scripted(
+    answers: impl Fn(&hickory_proto::op::Message) -> Vec<hickory_proto::op::Message> + Send + 'static,
+) -> SocketAddr {
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = sock.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 2048];
+        while let Ok((n, from)) = sock.recv_from(&mut buf).await {
+            let q = hickory_proto::op::Message::from_vec(&buf[..n]).unwrap();
+            for r in answers(&q) {
+                let _ = sock.send_to(&r.to_vec().unwrap(), from).await;
+            }
+        }
+    });
+    addr
+}
+
+/// `a.example` and its page's hint from the server at `addr`.
+async fn resolve_a_example(addr: SocketAddr) -> mewa_client::resolve::Resolved {
+    resolve(
+        addr,
+        "a.example",
+        "http://a.example/",
+        Duration::from_secs(2),
+    )
+    .await
+    .unwrap()
+}
+
+fn a_record(name: &str, ip: &str) -> hickory_proto::rr::Record {
+    hickory_proto::rr::Record::from_rdata(
+        hickory_proto::rr::Name::from_ascii(name).unwrap(),
+        60,
+        hickory_proto::rr::RData::A(hickory_proto::rr::rdata::A(ip.parse().unwrap())),
+    )
+}
+
+fn response_to(q: &hickory_proto::op::Message) -> hickory_proto::op::Message {
+    hickory_proto::op::Message::response(q.metadata.id, q.metadata.op_code)
+}
+
+/// An answer with our ID for another question (a late answer to an earlier
+/// query, or a forgery) is not taken; nor are addresses of other names.
+#[tokio::test]
+async fn only_the_answer_to_our_question_counts() {
+    let addr = scripted(|q| {
+        let mut wrong = response_to(q);
+        wrong.add_query(hickory_proto::op::Query::query(
+            hickory_proto::rr::Name::from_ascii("evil.example.").unwrap(),
+            hickory_proto::rr::RecordType::A,
+        ));
+        wrong.add_answer(a_record("evil.example.", "6.6.6.6"));
+        let mut right = response_to(q);
+        right.add_queries(q.queries.clone());
+        // Stuffed with an address for another name, and the real one in
+        // the name's case changed (RFC 4343: the same name).
+        right.add_answer(a_record("other.example.", "7.7.7.7"));
+        right.add_answer(a_record("A.Example.", "10.0.0.9"));
+        vec![wrong, right]
+    })
+    .await;
+    let r = resolve_a_example(addr).await;
+    assert_eq!(
+        r.addrs,
+        vec!["10.0.0.9".parse::<std::net::IpAddr>().unwrap()]
+    );
+}
+
+/// A CNAME chain is followed to the addresses; a CNAME loop ends.
+#[tokio::test]
+async fn cname_chains_are_followed_and_loops_end() {
+    let cname = |from: &str, to: &str| {
+        hickory_proto::rr::Record::from_rdata(
+            hickory_proto::rr::Name::from_ascii(from).unwrap(),
+            60,
+            hickory_proto::rr::RData::CNAME(hickory_proto::rr::rdata::CNAME(
+                hickory_proto::rr::Name::from_ascii(to).unwrap(),
+            )),
+        )
+    };
+    let addr = scripted(move |q| {
+        let mut r = response_to(q);
+        r.add_queries(q.queries.clone());
+        let asked = q.queries[0].name().to_ascii();
+        if asked == "www.a.example." {
+            r.add_answer(cname("www.a.example.", "cdn.b.example."));
+            r.add_answer(a_record("cdn.b.example.", "10.0.0.5"));
+        } else {
+            r.add_answer(cname("loop.example.", "pool.example."));
+            r.add_answer(cname("pool.example.", "loop.example."));
+        }
+        vec![r]
+    })
+    .await;
+    let t = Duration::from_secs(2);
+    let r = mewa_client::resolve::resolve_address(addr, "www.a.example", t)
+        .await
+        .unwrap();
+    assert_eq!(
+        r.addrs,
+        vec!["10.0.0.5".parse::<std::net::IpAddr>().unwrap()]
+    );
+    let r = mewa_client::resolve::resolve_address(addr, "loop.example", t)
+        .await
+        .unwrap();
+    assert!(r.addrs.is_empty());
+}
+
+/// An object's host is looked up without a hint request (which would count
+/// towards a page's popularity at the edge); a page's carries one. Query
+/// IDs vary.
+#[tokio::test]
+async fn address_lookups_carry_no_hint_request() {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let addr = scripted(move |q| {
+        let hint = q
+            .edns
+            .as_ref()
+            .and_then(|e| {
+                e.option(hickory_proto::rr::rdata::opt::EdnsCode::Unknown(
+                    mewa_hint::dns::OPTION_CODE,
+                ))
+            })
+            .is_some();
+        let _ = tx.send((q.metadata.id, hint));
+        let mut r = response_to(q);
+        r.add_queries(q.queries.clone());
+        vec![r]
+    })
+    .await;
+    let t = Duration::from_secs(2);
+    mewa_client::resolve::resolve_address(addr, "img.example", t)
+        .await
+        .unwrap();
+    resolve(addr, "www.example", "http://www.example/", t)
+        .await
+        .unwrap();
+    let (id1, hint1) = rx.recv().await.unwrap();
+    let (id2, hint2) = rx.recv().await.unwrap();
+    assert!(!hint1, "an address lookup asked for a hint");
+    assert!(hint2, "a page's lookup did not ask for its hint");
+    let mut ids = vec![id1, id2];
+    for _ in 0..6 {
+        mewa_client::resolve::resolve_address(addr, "img.example", t)
+            .await
+            .unwrap();
+        ids.push(rx.recv().await.unwrap().0);
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    assert!(ids.len() >= 7, "query IDs repeat: {ids:?}");
 }

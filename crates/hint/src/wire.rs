@@ -180,6 +180,13 @@ pub const MAX_STRING: usize = 4096;
 /// Most origins a hint may name (bounds the client's per-origin work).
 pub const MAX_ORIGINS: usize = 1024;
 
+/// Most bytes of paths a hint's URL list may rebuild, all origins together.
+/// Front coding lets each entry repeat up to [`MAX_STRING`] bytes of the
+/// previous path for two bytes on the wire, so a [`MAX_BODY`] body could
+/// otherwise expand to about 37 MB; a real page's list is tens of KB
+/// (ferguson.com, 169 objects: 17 KB).
+pub const MAX_PATH_BYTES: usize = 1024 * 1024;
+
 /// Why bytes are not a valid hint, or a hint cannot be encoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WireError {
@@ -718,7 +725,11 @@ impl Hint {
         let partial = flags & FLAG_PARTIAL != 0;
         let with_paths = flags & FLAG_PATHS != 0;
         let with_priorities = flags & FLAG_PRIORITIES != 0;
-        let mut r = Reader { buf: body, pos: 0 };
+        let mut r = Reader {
+            buf: body,
+            pos: 0,
+            path_bytes: 0,
+        };
         let generated_at_unix_s = r.varint("generated_at")?;
         let ttl_s = r.u32("ttl")?;
         let alpha_milli = r.u32("alpha")?;
@@ -933,6 +944,8 @@ fn put_str(b: &mut Vec<u8>, s: &str) {
 struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// Bytes of paths rebuilt so far ([`MAX_PATH_BYTES`]).
+    path_bytes: usize,
 }
 
 impl Reader<'_> {
@@ -1034,6 +1047,13 @@ impl Reader<'_> {
             let suffix = self.string("path")?;
             if shared + suffix.len() > MAX_STRING {
                 return Err(WireError::String("path"));
+            }
+            self.path_bytes += shared + suffix.len();
+            if self.path_bytes > MAX_PATH_BYTES {
+                return Err(WireError::Range {
+                    field: "bytes of all paths",
+                    value: self.path_bytes as u64,
+                });
             }
             let path = format!("{}{suffix}", &prev[..shared]);
             if !path.is_empty() {
@@ -1266,6 +1286,31 @@ mod tests {
         let d = Hint::from_bytes(&h.to_bytes()).unwrap();
         assert_eq!(d.object_url(0, 2), None);
         assert_eq!(d, h);
+    }
+
+    #[test]
+    fn a_url_list_that_expands_too_far_is_refused() {
+        // 300 paths of 4000 bytes that differ in their last byte: a few kB
+        // on the wire, 1.2 MB rebuilt.
+        let stem = "a".repeat(3990);
+        let mut c = ctx();
+        c.page.objects = (0..300)
+            .map(|i| obj(&format!("http://a.io/{stem}{i:05}.js"), Some(100)))
+            .collect();
+        let h = Hint::with_urls(&c).unwrap();
+        let bytes = h.to_bytes();
+        assert!(bytes.len() < MAX_BODY, "{} bytes", bytes.len());
+        assert!(matches!(
+            Hint::from_bytes(&bytes),
+            Err(WireError::Range {
+                field: "bytes of all paths",
+                ..
+            })
+        ));
+        // 200 of them (800 kB) are within the limit.
+        c.page.objects.truncate(200);
+        let h = Hint::with_urls(&c).unwrap();
+        assert_eq!(Hint::from_bytes(&h.to_bytes()).unwrap(), h);
     }
 
     #[test]

@@ -240,7 +240,7 @@ impl Proxy {
             return Ok(s);
         }
         tracing::debug!("proxy: {url}: resolving (document: {is_document})");
-        let r = lookup(&self.cfg, host, url).await?;
+        let r = lookup(&self.cfg, host, url, is_document).await?;
         tracing::debug!("proxy: {url}: resolved in {:?}", r.rtt);
         if !is_document {
             let mut map = self.sessions.lock().await;

@@ -126,7 +126,16 @@ pub struct ProxyConfig {
     pub session_idle: Duration,
     /// Limit for the edge's answer and for connecting to the origin.
     pub timeout: Duration,
+    /// Most prefetch requests in flight at once for one page, all its
+    /// hosts together: a hint is unauthenticated, and its URL list must not
+    /// start thousands of requests at once. The default is above the
+    /// largest shared recording (169 objects), like a server's
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS`.
+    pub max_prefetches: usize,
 }
+
+/// [`ProxyConfig::max_prefetches`]'s default.
+pub const DEFAULT_MAX_PREFETCHES: usize = 256;
 
 impl ProxyConfig {
     /// Defaults for a proxy in front of a browser on this machine.
@@ -149,6 +158,7 @@ impl ProxyConfig {
             allow_from: Vec::new(),
             session_idle: Duration::from_secs(10),
             timeout: Duration::from_secs(5),
+            max_prefetches: DEFAULT_MAX_PREFETCHES,
         }
     }
 

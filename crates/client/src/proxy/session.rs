@@ -23,7 +23,7 @@ use tokio::net::TcpStream;
 
 use crate::advice::{plan, Fallback, Plan, Radio, UrlList};
 use crate::dispatch::{Credit, Dispatcher};
-use crate::resolve::{fetch_url_list, resolve, Resolved};
+use crate::resolve::{fetch_url_list, resolve, resolve_address, Resolved};
 use mewa_hint::wire::Priority;
 
 use super::{
@@ -192,18 +192,22 @@ struct PagePrefetch {
     /// ([`mewa_hint::wire::FLAG_PRIORITIES`]); the rest are guessed
     /// ([`url_priority`]).
     priorities: Mutex<HashMap<String, Priority>>,
+    /// Prefetch requests in flight at once, every host of the page
+    /// together ([`ProxyConfig::max_prefetches`]).
+    streams: Arc<tokio::sync::Semaphore>,
 }
 
 impl PagePrefetch {
     /// `bdp`: the plan's bandwidth-delay product (`None`: unbounded);
     /// `connections`: the page session's; `has_document`: the budget is
-    /// small until the document arrives.
+    /// small until the document arrives; `(sizes, mask)`: the hint's sizes
+    /// by masked URL hash; `max_streams`: prefetch requests in flight.
     fn new(
         bdp: Option<u64>,
         connections: usize,
         has_document: bool,
-        sizes: HashMap<u32, u64>,
-        mask: u32,
+        (sizes, mask): (HashMap<u32, u64>, u32),
+        max_streams: usize,
     ) -> Arc<PagePrefetch> {
         let cap = |b: f64| -> u32 {
             let max = tokio::sync::Semaphore::MAX_PERMITS.min(u32::MAX as usize) as f64;
@@ -222,6 +226,7 @@ impl PagePrefetch {
             sizes,
             mask,
             priorities: Mutex::new(HashMap::new()),
+            streams: Arc::new(tokio::sync::Semaphore::new(max_streams.max(1))),
         })
     }
 
@@ -389,6 +394,69 @@ impl Drop for Whole {
     }
 }
 
+/// A prefetch body's bytes in a session's held bytes while it is read:
+/// reserved from its `Content-Length`, then as its bytes arrive; given
+/// back if the prefetch fails, handed over to the [`Whole`] if it does not.
+struct Charge {
+    held: Arc<AtomicU64>,
+    bytes: u64,
+}
+
+impl Charge {
+    fn new(held: Arc<AtomicU64>) -> Charge {
+        Charge { held, bytes: 0 }
+    }
+
+    /// Makes the charge at least `n` bytes; `Err` when the session's
+    /// [`MAX_PREFETCH_HELD`] would be passed.
+    fn at_least(&mut self, n: u64) -> Result<(), String> {
+        let more = n.saturating_sub(self.bytes);
+        if more == 0 {
+            return Ok(());
+        }
+        let before = self.held.fetch_add(more, Ordering::Relaxed);
+        self.bytes += more;
+        if before + more > MAX_PREFETCH_HELD {
+            return Err("prefetch budget spent".into());
+        }
+        Ok(())
+    }
+
+    /// The body is whole at `len` bytes: the [`Whole`] holding it counts
+    /// exactly that from now on.
+    fn settle(mut self, len: u64) {
+        self.held
+            .fetch_sub(self.bytes.saturating_sub(len), Ordering::Relaxed);
+        self.held
+            .fetch_add(len.saturating_sub(self.bytes), Ordering::Relaxed);
+        self.bytes = 0;
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.held.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// The host a listed URL may be prefetched from, lower-cased: only a URL
+/// of the page's scheme on the origin's port (none written), without
+/// userinfo, whose host is a name. A hint is unauthenticated: its list
+/// must not send the proxy to another port, or, by an address literal, to
+/// any address at all (names go through the edge like the browser's).
+fn prefetch_host(url: &str, scheme: &str) -> Option<String> {
+    let uri = http::Uri::try_from(url).ok()?;
+    let auth = uri.authority()?;
+    if uri.scheme_str() != Some(scheme) || auth.port().is_some() || auth.as_str().contains('@') {
+        return None;
+    }
+    let host = auth.host();
+    if host.starts_with('[') || host.parse::<std::net::IpAddr>().is_ok() {
+        return None;
+    }
+    Some(host.to_ascii_lowercase())
+}
+
 /// The URLs to prefetch and how to resolve their hosts.
 #[derive(Debug)]
 struct PendingPrefetch {
@@ -492,7 +560,7 @@ impl Session {
         host: &str,
         page_url: &str,
     ) -> Result<Session, SessionError> {
-        let r = lookup(cfg, host, page_url).await?;
+        let r = lookup(cfg, host, page_url, true).await?;
         Session::open_resolved(cfg, host, page_url, &r).await
     }
 
@@ -628,7 +696,13 @@ impl Session {
                 .collect(),
             _ => HashMap::new(),
         };
-        let page = PagePrefetch::new(bdp, conns.len(), has_document, sizes, mask);
+        let page = PagePrefetch::new(
+            bdp,
+            conns.len(),
+            has_document,
+            (sizes, mask),
+            cfg.max_prefetches,
+        );
         tracing::debug!(
             "proxy: {page_url}: {} connections after {:?}, handshake RTT {:?}, BDP {:?} B",
             conns.len(),
@@ -750,13 +824,9 @@ impl Session {
         let mut by_host: HashMap<String, Vec<String>> = HashMap::new();
         let mut order: Vec<String> = Vec::new();
         for u in list.urls {
-            let host = match http::Uri::try_from(u.as_str()) {
-                Ok(uri) if uri.scheme_str() == Some(self.scheme) && uri.port().is_none() => {
-                    uri.host().map(str::to_ascii_lowercase)
-                }
-                _ => None,
+            let Some(host) = prefetch_host(&u, self.scheme) else {
+                continue;
             };
-            let Some(host) = host else { continue };
             if !by_host.contains_key(&host) {
                 let others = order.iter().filter(|h| **h != self.host).count();
                 if host != self.host && others >= MAX_PREFETCH_HOSTS {
@@ -778,9 +848,8 @@ impl Session {
             let me = self.clone();
             let opener = opener.clone();
             tokio::spawn(async move {
-                let page = format!("{}://{host}/", me.scheme);
                 let same = matches!(
-                    resolve(edge, &host, &page, timeout).await,
+                    resolve_address(edge, &host, timeout).await,
                     Ok(r) if r.addrs.first() == Some(&me.addr.ip())
                 );
                 if same {
@@ -852,6 +921,9 @@ impl Session {
             page.hold_leaves().await;
         }
         let _room = page.room_for(&url).await;
+        let streams = page.streams.clone();
+        // Never closed: an error cannot happen, and would only lift the cap.
+        let _stream = streams.acquire_owned().await.ok();
         tracing::debug!("proxy: prefetch sends {url}");
         let r = self.fetch_whole(url.clone(), page.priority_of(&url)).await;
         tracing::debug!("proxy: prefetch got {url}");
@@ -909,16 +981,30 @@ impl Session {
             .forward(&url, self.warm_first && reveals, !reveals, req)
             .await?;
         let (parts, body) = resp.into_parts();
-        let body = Limited::new(body, MAX_PREFETCH_OBJECT)
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?
-            .to_bytes();
-        let n = body.len() as u64;
-        if self.held_bytes.fetch_add(n, Ordering::Relaxed) + n > MAX_PREFETCH_HELD {
-            self.held_bytes.fetch_sub(n, Ordering::Relaxed);
-            return Err("prefetch budget spent".into());
+        let mut charge = Charge::new(self.held_bytes.clone());
+        // What the response says it will bring is reserved before a byte
+        // is read: many prefetches reading at once must not each buffer up
+        // to the object limit before the session's limit is checked.
+        let declared = parts
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if let Some(len) = declared {
+            if len > MAX_PREFETCH_OBJECT as u64 {
+                return Err(format!("{len} bytes is larger than a prefetch keeps"));
+            }
+            charge.at_least(len)?;
         }
+        let mut body = Limited::new(body, MAX_PREFETCH_OBJECT);
+        let mut whole = bytes::BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame.map_err(|e| e.to_string())?.into_data() {
+                whole.extend_from_slice(&data);
+                charge.at_least(whole.len() as u64)?;
+            }
+        }
+        let body = whole.freeze();
+        charge.settle(body.len() as u64);
         Ok(Arc::new(Whole {
             status: parts.status,
             headers: parts.headers,
@@ -1156,18 +1242,24 @@ impl Session {
     }
 }
 
-/// The edge's answer for `host` with the hint request for `page_url`.
+/// The edge's answer for `host`: with the hint request for `page_url`
+/// when the browser asked for a `document`, else the address alone.
 pub(super) async fn lookup(
     cfg: &ProxyConfig,
     host: &str,
     page_url: &str,
+    document: bool,
 ) -> Result<Resolved, SessionError> {
-    resolve(cfg.edge, host, page_url, cfg.timeout)
-        .await
-        .map_err(|e| SessionError::Resolve {
-            host: host.to_string(),
-            why: e.to_string(),
-        })
+    let r = if document {
+        resolve(cfg.edge, host, page_url, cfg.timeout).await
+    } else {
+        // Not a page: no hint request ([`resolve_address`]).
+        resolve_address(cfg.edge, host, cfg.timeout).await
+    };
+    r.map_err(|e| SessionError::Resolve {
+        host: host.to_string(),
+        why: e.to_string(),
+    })
 }
 
 /// A connection's byte stream: TCP, or TLS over it.
@@ -1218,4 +1310,56 @@ async fn connect(
         let _ = conn.await;
     });
     Ok((send, rtt))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prefetch_goes_only_to_named_hosts_of_the_page_scheme_and_port() {
+        let ok = |u: &str| prefetch_host(u, "https");
+        assert_eq!(
+            ok("https://CDN.example/a.js").as_deref(),
+            Some("cdn.example")
+        );
+        for refused in [
+            "http://cdn.example/a.js",
+            "https://cdn.example:8443/a.js",
+            "https://cdn.example:443/a.js",
+            "https://user@cdn.example/a.js",
+            "https://cdn.example@127.0.0.1/a.js",
+            "https://127.0.0.1/a.js",
+            "https://[::1]/a.js",
+            "/relative.js",
+            "javascript:alert(1)",
+            "",
+        ] {
+            assert_eq!(ok(refused), None, "{refused}");
+        }
+    }
+
+    #[test]
+    fn a_prefetch_body_is_charged_before_and_while_it_is_read() {
+        let held = Arc::new(AtomicU64::new(MAX_PREFETCH_HELD - 1000));
+        // A declared length past the session's limit fails before a byte
+        // is read, and gives its reservation back.
+        let mut c = Charge::new(held.clone());
+        assert!(c.at_least(2000).is_err());
+        drop(c);
+        assert_eq!(held.load(Ordering::Relaxed), MAX_PREFETCH_HELD - 1000);
+        // Without a length: charged as bytes arrive, refused at the limit.
+        let mut c = Charge::new(held.clone());
+        assert!(c.at_least(600).is_ok());
+        assert!(c.at_least(900).is_ok());
+        assert_eq!(held.load(Ordering::Relaxed), MAX_PREFETCH_HELD - 100);
+        assert!(c.at_least(1200).is_err());
+        drop(c);
+        assert_eq!(held.load(Ordering::Relaxed), MAX_PREFETCH_HELD - 1000);
+        // A body shorter than it declared: the whole counts what it is.
+        let mut c = Charge::new(held.clone());
+        assert!(c.at_least(800).is_ok());
+        c.settle(300);
+        assert_eq!(held.load(Ordering::Relaxed), MAX_PREFETCH_HELD - 700);
+    }
 }
