@@ -1,8 +1,10 @@
 //! The admin API, status page and Prometheus metrics, over HTTP/1.1.
 //!
 //! Read-only (GET and HEAD): the edge is configured by its file and fed by
-//! `mewa edge import`, so nothing here changes state; it should still listen
-//! on a private address (default 127.0.0.1:8053).
+//! `mewa edge import`, so nothing here changes state. It listens on
+//! 127.0.0.1:8053 by default; any other address needs `[admin] token`, and
+//! with a token the paths that show what users browse (`/`, `/api/pages`,
+//! `/api/hint`, `/api/queries`) need `Authorization: Bearer <token>`.
 //!
 //! | path | what |
 //! |---|---|
@@ -129,7 +131,39 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Paths that show what users browse (pages, their hints, query counts):
+/// with a configured token, only for requests that carry it.
+const REVEALING: [&str; 4] = ["/", "/api/pages", "/api/hint", "/api/queries"];
+
+/// Whether `req` carries `Authorization: Bearer <token>` (compared in time
+/// independent of where the first difference is).
+fn authorized(req: &Request<Incoming>, token: &str) -> bool {
+    let Some(given) = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+    else {
+        return false;
+    };
+    let (a, b) = (given.as_bytes(), token.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
 async fn handle(edge: &Edge, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    if let Some(token) = &edge.config.admin.token {
+        if REVEALING.contains(&req.uri().path()) && !authorized(&req, token) {
+            let mut r = error(
+                StatusCode::UNAUTHORIZED,
+                "this path shows what users browse: send Authorization: Bearer <[admin] token>",
+            );
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer realm=\"mewa edge\""),
+            );
+            return r;
+        }
+    }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = error(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -257,6 +291,11 @@ fn metrics(edge: &Edge) -> String {
         "mewa_edge_hints_unknown_total",
         "Hint requests for unknown pages.",
         get(&m.hints_unknown),
+    );
+    counter(
+        "mewa_edge_query_counts_dropped_total",
+        "Hint requests not counted for popularity (too many pages between two flushes).",
+        get(&m.counts_dropped),
     );
     counter(
         "mewa_edge_hints_retry_tcp_total",

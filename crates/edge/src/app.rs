@@ -38,6 +38,12 @@ pub enum EdgeError {
     /// The tokio runtime or the Ctrl-C handler failed.
     #[error("runtime: {0}")]
     Runtime(std::io::Error),
+    /// The admin API would listen beyond this machine without a token.
+    #[error(
+        "refusing to serve the admin API on {0} without a token: it shows what users browse. \
+         Listen on 127.0.0.1 (the default), or set [admin] token in the config file"
+    )]
+    AdminWithoutToken(SocketAddr),
 }
 
 pub use crate::state::{now_unix_s, with_store, Edge, StoreJobError};
@@ -57,6 +63,9 @@ pub struct Bound {
 impl Edge {
     /// Opens the store and binds every socket (inside a tokio runtime).
     pub async fn bind(config: EdgeConfig) -> Result<(Edge, Bound), EdgeError> {
+        if !config.admin.listen.ip().is_loopback() && config.admin.token.is_none() {
+            return Err(EdgeError::AdminWithoutToken(config.admin.listen));
+        }
         let store = Store::open(&config.store.path)?;
         let zone = Zone::new(
             config.zone.iter().map(|(h, a)| (h.clone(), a.clone())),
@@ -73,6 +82,7 @@ impl Edge {
             config.forward_nets(),
             config.dns.upstream,
         ));
+        dns.limit_counted(config.store.max_pages_per_flush);
         let sockets = match config.dns.udp_sockets {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,

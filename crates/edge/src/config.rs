@@ -49,10 +49,17 @@ rebuild_every_s = 5
 path = "mewa-edge.sqlite"
 # How often in-memory query counts are written to the store, seconds.
 flush_every_s = 10
+# Most distinct pages counted between two flushes (a flood of made-up URLs
+# is answered but not counted past it). Counts older than tracer.window_s
+# are deleted at each flush.
+max_pages_per_flush = 10000
 
 [admin]
 # HTTP admin API, status page and Prometheus metrics. Keep it private.
 listen = "127.0.0.1:8053"
+# A bearer token (16 characters or more) for the pages that show what users
+# browse; required to listen on anything but loopback.
+# token = "..."
 
 [monitor]
 # Edge->origin RTT measurement (TCP connect time) every this many seconds.
@@ -203,6 +210,10 @@ pub struct StoreConfig {
     pub path: PathBuf,
     /// Query-count flush period, seconds.
     pub flush_every_s: u64,
+    /// Most distinct pages whose hint requests are counted between two
+    /// flushes (one row each); requests for further pages are answered
+    /// but not counted (`mewa_edge_query_counts_dropped_total`).
+    pub max_pages_per_flush: usize,
 }
 
 impl Default for StoreConfig {
@@ -210,6 +221,7 @@ impl Default for StoreConfig {
         StoreConfig {
             path: PathBuf::from("mewa-edge.sqlite"),
             flush_every_s: 10,
+            max_pages_per_flush: crate::server::DEFAULT_MAX_COUNTED,
         }
     }
 }
@@ -218,14 +230,24 @@ impl Default for StoreConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AdminConfig {
-    /// HTTP address.
+    /// HTTP address. Anything but loopback needs a `token`.
     pub listen: SocketAddr,
+    /// A bearer token (at least [`MIN_ADMIN_TOKEN`] characters): when set,
+    /// the paths that reveal what users browse (`/`, `/api/pages`,
+    /// `/api/hint`, `/api/queries`) answer only requests with
+    /// `Authorization: Bearer <token>`. Required to listen on anything but
+    /// a loopback address.
+    pub token: Option<String>,
 }
+
+/// Shortest admin token accepted.
+pub const MIN_ADMIN_TOKEN: usize = 16;
 
 impl Default for AdminConfig {
     fn default() -> Self {
         AdminConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8053)),
+            token: None,
         }
     }
 }
@@ -442,6 +464,14 @@ impl EdgeConfig {
                     self.hint.ttl_s
                 ),
             ));
+        }
+        if let Some(t) = &self.admin.token {
+            if t.chars().count() < MIN_ADMIN_TOKEN || t.chars().any(|c| c.is_whitespace()) {
+                return Err(bad(
+                    "admin.token",
+                    format!("must be at least {MIN_ADMIN_TOKEN} characters, without spaces"),
+                ));
+            }
         }
         if self.tracer.timeout_s > 3600 {
             return Err(bad(

@@ -80,6 +80,9 @@ pub struct Metrics {
     pub errors: AtomicU64,
     /// Hint book rebuilds.
     pub rebuilds: AtomicU64,
+    /// Hint requests not counted towards popularity: past the limit of
+    /// pages between two flushes ([`EdgeDns::limit_counted`]).
+    pub counts_dropped: AtomicU64,
 }
 
 impl Metrics {
@@ -130,9 +133,14 @@ pub struct EdgeDns {
     forward_from: Vec<Net>,
     upstream: Option<SocketAddr>,
     counts: Mutex<HashMap<String, u64>>,
+    /// Most pages counted between two flushes ([`EdgeDns::limit_counted`]).
+    max_counted: std::sync::atomic::AtomicUsize,
     /// The counters.
     pub metrics: Metrics,
 }
+
+/// [`EdgeDns::limit_counted`]'s default: the store's `max_pages_per_flush`.
+pub const DEFAULT_MAX_COUNTED: usize = 10_000;
 
 impl EdgeDns {
     /// A DNS service with an empty hint book.
@@ -146,7 +154,31 @@ impl EdgeDns {
             forward_from,
             upstream,
             counts: Mutex::new(HashMap::new()),
+            max_counted: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_COUNTED),
             metrics: Metrics::default(),
+        }
+    }
+
+    /// Counts at most `n` distinct pages between two flushes (one store
+    /// row each): a flood of made-up URLs cannot grow memory or the store
+    /// without limit. Pages already counted keep counting.
+    pub fn limit_counted(&self, n: usize) {
+        self.max_counted.store(n, Ordering::Relaxed);
+    }
+
+    /// Puts counts taken by [`EdgeDns::take_counts`] back, when writing them
+    /// failed: they go out with the next flush instead of being lost (past
+    /// the limit, the new ones are dropped and counted as such).
+    pub fn put_back_counts(&self, taken: Vec<(String, u64)>) {
+        let max = self.max_counted.load(Ordering::Relaxed);
+        if let Ok(mut counts) = self.counts.lock() {
+            for (page, n) in taken {
+                if counts.len() < max || counts.contains_key(&page) {
+                    *counts.entry(page).or_insert(0) += n;
+                } else {
+                    self.metrics.counts_dropped.fetch_add(n, Ordering::Relaxed);
+                }
+            }
         }
     }
 
@@ -189,8 +221,12 @@ impl EdgeDns {
             if let Ok(mut counts) = self.counts.lock() {
                 // Bounded: a flood of made-up URLs cannot grow it without
                 // limit between two flushes.
-                if counts.len() < 100_000 || counts.contains_key(page) {
+                if counts.len() < self.max_counted.load(Ordering::Relaxed)
+                    || counts.contains_key(page)
+                {
                     *counts.entry(page.clone()).or_insert(0) += 1;
+                } else {
+                    self.metrics.counts_dropped.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }

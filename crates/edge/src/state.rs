@@ -106,13 +106,27 @@ impl Edge {
         Ok(n)
     }
 
-    /// Writes the in-memory query counts to the store.
+    /// Writes the in-memory query counts to the store (put back in memory
+    /// if the write fails, for the next flush), then deletes the counts
+    /// older than the tracer's window: the table holds what popularity
+    /// needs, not every URL ever asked for.
     pub async fn flush_counts(&self) -> Result<(), StoreJobError> {
         let counts = self.dns.take_counts();
-        if counts.is_empty() {
-            return Ok(());
+        let window = self.config.tracer.window_s;
+        if !counts.is_empty() {
+            let now = now_unix_s();
+            let written = with_store(&self.store, {
+                let counts = counts.clone();
+                move |s| s.add_queries(&counts, now)
+            })
+            .await;
+            if let Err(e) = written {
+                self.dns.put_back_counts(counts);
+                return Err(e);
+            }
         }
-        with_store(&self.store, move |s| s.add_queries(&counts, now_unix_s())).await
+        let before = now_unix_s().saturating_sub(window);
+        with_store(&self.store, move |s| s.prune_queries(before).map(|_| ())).await
     }
 
     /// Probes every origin host of the known pages once and stores the

@@ -558,6 +558,15 @@ impl Store {
         tx.commit().map_err(sq)
     }
 
+    /// Deletes the counts of minutes wholly before `before_unix_s`; the
+    /// number of rows deleted.
+    pub fn prune_queries(&mut self, before_unix_s: u64) -> Result<usize, StoreError> {
+        let minute = self.to_i64(before_unix_s / 60, "prune minute")?;
+        self.conn
+            .execute("DELETE FROM queries WHERE minute < ?1", params![minute])
+            .map_err(self.sq())
+    }
+
     /// The `k` most requested pages since `since_unix_s` (most first, ties
     /// by URL). Counts are kept per minute, so the window starts at the
     /// beginning of the minute containing `since_unix_s`.
@@ -997,6 +1006,17 @@ mod tests {
         let mut huge = page("http://d.example/", 2);
         huge.objects[0].size = Some(u64::MAX);
         assert!(s.put_page(&huge, "t", 1).is_err());
+    }
+
+    #[test]
+    fn old_query_counts_are_pruned() {
+        let d = TempDir::new("prune");
+        let mut s = Store::open(&d.join("s.db")).unwrap();
+        s.add_queries(&[("old".into(), 3)], 600).unwrap();
+        s.add_queries(&[("new".into(), 2)], 6000).unwrap();
+        assert_eq!(s.prune_queries(6000 - 60).unwrap(), 1);
+        assert_eq!(s.top_pages(0, 10).unwrap(), vec![("new".to_string(), 2)]);
+        assert_eq!(s.prune_queries(6000 - 60).unwrap(), 0);
     }
 
     #[test]

@@ -27,9 +27,15 @@ fn page() -> PageMeta {
 }
 
 async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    http_get_headers(addr, path, "").await
+}
+
+/// A GET of `path` with extra header lines `headers` (each ending in CRLF).
+async fn http_get_headers(addr: SocketAddr, path: &str, headers: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).await.unwrap();
     s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: edge\r\nConnection: close\r\n\r\n").as_bytes(),
+        format!("GET {path} HTTP/1.1\r\nHost: edge\r\n{headers}Connection: close\r\n\r\n")
+            .as_bytes(),
     )
     .await
     .unwrap();
@@ -170,4 +176,66 @@ async fn edge_serves_hints_measures_origins_and_reports() {
     let _ = stop_tx.send(());
     serving.await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+async fn http_get_with(addr: SocketAddr, path: &str, auth: &str) -> u16 {
+    http_get_headers(addr, path, auth).await.0
+}
+
+/// The admin API beyond loopback needs a token, and with a token the
+/// paths that show what users browse need it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_api_beyond_loopback_needs_a_token() {
+    let dir = std::env::temp_dir().join(format!("mewa-edge-admin-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let toml = |admin: &str| {
+        format!(
+            "[dns]\nlisten = \"127.0.0.1:0\"\nudp_sockets = 1\n[admin]\n{admin}\n\
+             [store]\npath = \"{}\"\n",
+            dir.join("edge.sqlite").display()
+        )
+    };
+    let parse = |t: &str| EdgeConfig::parse(t, std::path::Path::new("test.toml"));
+    // Anywhere but loopback without a token: refused, saying why.
+    let cfg = parse(&toml("listen = \"0.0.0.0:0\"")).unwrap();
+    let e = Edge::bind(cfg).await.unwrap_err().to_string();
+    assert!(
+        e.contains("without a token") && e.contains("[admin] token"),
+        "{e}"
+    );
+    // A token too short to be one.
+    let e = parse(&toml("listen = \"0.0.0.0:0\"\ntoken = \"secret\""))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("admin.token"), "{e}");
+    // With a token: served, the revealing paths only with it.
+    let token = "0123456789abcdef-token";
+    let cfg = parse(&toml(&format!(
+        "listen = \"0.0.0.0:0\"\ntoken = \"{token}\""
+    )))
+    .unwrap();
+    let (edge, bound) = Edge::bind(cfg).await.unwrap();
+    let admin = SocketAddr::from(([127, 0, 0, 1], bound.admin_addr.port()));
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(edge.serve(bound, async {
+        let _ = stop_rx.await;
+    }));
+    let good = format!("Authorization: Bearer {token}\r\n");
+    let wrong = format!("Authorization: Bearer {}x\r\n", &token[..token.len() - 1]);
+    for path in [
+        "/",
+        "/api/pages",
+        "/api/queries",
+        "/api/hint?url=http://a.example/",
+    ] {
+        assert_eq!(http_get_with(admin, path, "").await, 401, "{path}");
+        assert_eq!(http_get_with(admin, path, &wrong).await, 401, "{path}");
+        assert_ne!(http_get_with(admin, path, &good).await, 401, "{path}");
+    }
+    // Aggregates stay open (Prometheus scrapes them).
+    assert_eq!(http_get_with(admin, "/metrics", "").await, 200);
+    assert_eq!(http_get_with(admin, "/api/stats", "").await, 200);
+    let _ = stop_tx.send(());
+    let _ = serving.await;
 }

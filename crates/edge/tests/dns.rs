@@ -213,3 +213,52 @@ async fn other_names_are_forwarded_only_for_allowed_clients() {
     );
     e.task.abort();
 }
+
+/// Popularity counts only hint requests for a page on the name queried,
+/// at most `limit_counted` pages between two flushes; counts put back
+/// after a failed write are not lost.
+#[tokio::test]
+async fn popularity_counts_are_bounded_and_kept() {
+    let e = start(None, &[]).await;
+    e.dns.limit_counted(3);
+    // A page of another host asked under www.a.example: answered, not
+    // counted (anyone could raise any page's popularity).
+    let q = query(
+        "www.a.example.",
+        RecordType::A,
+        Some(1232),
+        Some("http://big.example/"),
+    );
+    assert!(udp(e.addr, &q).await.is_some());
+    // Made-up pages of the queried host: three counted, the rest dropped.
+    for i in 0..6 {
+        let u = format!("http://www.a.example/made-up-{i}");
+        let q = query("www.a.example.", RecordType::A, Some(1232), Some(&u));
+        assert!(udp(e.addr, &q).await.is_some());
+    }
+    let taken = e.dns.take_counts();
+    assert_eq!(taken.len(), 3, "{taken:?}");
+    assert!(taken
+        .iter()
+        .all(|(u, _)| u.starts_with("http://www.a.example/")));
+    assert_eq!(
+        e.dns
+            .metrics
+            .counts_dropped
+            .load(std::sync::atomic::Ordering::Relaxed),
+        3
+    );
+    // The write failed: put back, and counted once more on top.
+    e.dns.put_back_counts(taken.clone());
+    let q = query(
+        "www.a.example.",
+        RecordType::A,
+        Some(1232),
+        Some(&taken[0].0),
+    );
+    assert!(udp(e.addr, &q).await.is_some());
+    let again: HashMap<String, u64> = e.dns.take_counts().into_iter().collect();
+    assert_eq!(again.len(), 3);
+    assert_eq!(again[&taken[0].0], taken[0].1 + 1);
+    e.task.abort();
+}

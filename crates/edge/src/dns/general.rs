@@ -77,6 +77,16 @@ impl Responder {
             e.set_max_payload(self.max_udp_payload.max(PLAIN_UDP as u16));
             resp.set_edns(e);
         }
+        // RFC 6891 §6.1.3: a version we do not implement gets BADVERS with
+        // the version we do (0), and nothing else.
+        if q.edns.as_ref().is_some_and(|e| e.version() > 0) {
+            return finish(
+                resp,
+                ResponseCode::BADVERS,
+                limit,
+                Some("EDNS version above 0"),
+            );
+        }
         if q.metadata.op_code != OpCode::Query {
             return finish(
                 resp,
@@ -157,7 +167,7 @@ impl Responder {
         let Some(h) = book.by_url(&request.page_url) else {
             set_hint_option(&mut resp, HintResponse::Unknown.encode());
             let mut a = finish(resp, ResponseCode::NoError, limit, None);
-            a.page = Some(request.page_url);
+            a.page = super::counted(request.page_url, &host);
             a.hint = Some(HintServed::Unknown);
             return a;
         };
@@ -169,7 +179,7 @@ impl Responder {
         if let Ok(bytes) = resp.to_vec() {
             if bytes.len() <= limit {
                 let mut a = Answered::reply(bytes);
-                a.page = Some(request.page_url);
+                a.page = super::counted(request.page_url, &host);
                 a.hint = Some(HintServed::Hint {
                     bytes: h.full.len(),
                     form: Form::WithUrls,
@@ -214,7 +224,7 @@ impl Responder {
         };
         set_hint_option(&mut resp, payload.encode());
         let mut a = finish(resp, ResponseCode::NoError, limit, None);
-        a.page = Some(request.page_url);
+        a.page = super::counted(request.page_url, &host);
         a.hint = Some(served);
         a
     }
@@ -472,6 +482,50 @@ mod tests {
         ));
         assert_eq!(m.metadata.response_code, ResponseCode::NoError);
         assert!(m.answers.is_empty());
+    }
+
+    #[test]
+    fn an_edns_version_above_0_gets_badvers_and_nothing_else() {
+        let r = responder();
+        let mut m = Message::from_vec(&query(
+            "www.a.example.",
+            RecordType::A,
+            Some(1232),
+            Some("http://www.a.example/"),
+        ))
+        .unwrap();
+        if let Some(e) = m.edns.as_mut() {
+            e.set_version(1);
+        }
+        let a = r.answer(&book(), &m.to_vec().unwrap(), Transport::Udp, false);
+        let m = reply(&a);
+        // 16 is BADVERS in an OPT's context (hickory reads it as BADSIG).
+        assert_eq!(
+            u16::from(m.metadata.response_code),
+            u16::from(ResponseCode::BADVERS)
+        );
+        assert_eq!(m.edns.as_ref().map(|e| e.version()), Some(0));
+        assert!(m.answers.is_empty() && hint_option(&m).is_none());
+        assert!(a.page.is_none() && a.hint.is_none());
+    }
+
+    #[test]
+    fn a_hint_request_counts_only_for_a_page_of_the_queried_host() {
+        let r = responder();
+        let ask = |name: &str, page: &str| {
+            r.answer(
+                &book(),
+                &query(name, RecordType::A, Some(1232), Some(page)),
+                Transport::Udp,
+                false,
+            )
+            .page
+        };
+        assert_eq!(
+            ask("WWW.a.example.", "http://www.a.example/").as_deref(),
+            Some("http://www.a.example/")
+        );
+        assert_eq!(ask("www.a.example.", "http://big.example/"), None);
     }
 
     #[test]

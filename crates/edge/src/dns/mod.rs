@@ -87,6 +87,16 @@ pub(crate) fn normalize(host: &str) -> String {
     host.trim_end_matches('.').to_ascii_lowercase()
 }
 
+/// The page a hint request counts for in the popularity table (which pages
+/// the tracer loads): only a page on the host that was queried, as a
+/// client asks for its page's host with the page's hint. A request that
+/// names some other page (or thousands of made-up ones) under any name
+/// would otherwise raise what the edge traces; it still gets its answer.
+pub(crate) fn counted(page_url: String, queried_host: &str) -> Option<String> {
+    let host = mewa_hint::page::host_of(&page_url)?;
+    (normalize(&host) == normalize(queried_host)).then_some(page_url)
+}
+
 /// How the query arrived: it sets the size limit of the answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {

@@ -137,6 +137,10 @@ fn parse(q: &[u8]) -> Option<Simple<'_>> {
         if *q.get(at)? != 0 || be16(q, at + 1)? != TYPE_OPT {
             return None;
         }
+        // EDNS version 0 only; the general path answers BADVERS.
+        if *q.get(at + 6)? != 0 {
+            return None;
+        }
         let payload = be16(q, at + 3)?;
         let rdlen = usize::from(be16(q, at + 9)?);
         let rdata = q.get(at + 11..at + 11 + rdlen)?;
@@ -202,7 +206,8 @@ pub(crate) fn answer(
     transport: Transport,
 ) -> Option<Answered> {
     let s = parse(query)?;
-    let addrs = r.zone.get_normalized(s.host.as_str()?)?;
+    let host = s.host.as_str()?;
+    let addrs = r.zone.get_normalized(host)?;
     let limit = match transport {
         Transport::Tcp => usize::from(u16::MAX),
         Transport::Udp => match s.edns {
@@ -227,7 +232,7 @@ pub(crate) fn answer(
                     }),
                 ),
             };
-            page = Some(request.page_url);
+            page = crate::dns::counted(request.page_url, host);
             part
         }
     };
