@@ -293,6 +293,16 @@ fn metrics(edge: &Edge) -> String {
         get(&m.hints_unknown),
     );
     counter(
+        "mewa_edge_forward_refused_total",
+        "Queries not forwarded: dns.max_forwarding were under way.",
+        get(&m.forward_refused),
+    );
+    counter(
+        "mewa_edge_tcp_refused_total",
+        "DNS-over-TCP connections closed on accept: dns.tcp_max_connections were open.",
+        get(&m.tcp_refused),
+    );
+    counter(
         "mewa_edge_query_counts_dropped_total",
         "Hint requests not counted for popularity (too many pages between two flushes).",
         get(&m.counts_dropped),

@@ -82,7 +82,13 @@ impl Edge {
             config.forward_nets(),
             config.dns.upstream,
         ));
-        dns.limit_counted(config.store.max_pages_per_flush);
+        dns.set_limits(server::Limits {
+            max_counted: config.store.max_pages_per_flush,
+            tcp_max_connections: config.dns.tcp_max_connections,
+            tcp_timeout: Duration::from_secs(config.dns.tcp_timeout_s),
+            tcp_max_lifetime: Duration::from_secs(config.dns.tcp_max_lifetime_s),
+            max_forwarding: config.dns.max_forwarding,
+        });
         let sockets = match config.dns.udp_sockets {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,

@@ -30,6 +30,14 @@ answer_ttl_s = 30
 forward_from = ["127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "::1/128", "fc00::/7"]
 # UDP sockets (SO_REUSEPORT), one task each; 0 = number of CPUs.
 udp_sockets = 0
+# DNS over TCP: most connections at once (more are closed at once), the
+# longest a client may take to send a query or read an answer, seconds,
+# and the longest a connection lives, seconds.
+tcp_max_connections = 512
+tcp_timeout_s = 10
+tcp_max_lifetime_s = 120
+# Most queries forwarded to the upstream at once (more get no answer).
+max_forwarding = 256
 
 # Hosts answered authoritatively: name = [addresses]. In the lab: the corpus
 # hosts pointing at the origin.
@@ -155,6 +163,15 @@ pub struct DnsConfig {
     pub forward_from: Vec<String>,
     /// UDP sockets; 0 = CPUs.
     pub udp_sockets: usize,
+    /// Most DNS-over-TCP connections at once; more are closed on accept.
+    pub tcp_max_connections: usize,
+    /// Longest wait for a TCP client's next query or for it to read an
+    /// answer, seconds (a client that stops reading holds no task).
+    pub tcp_timeout_s: u64,
+    /// Longest life of a TCP connection, seconds.
+    pub tcp_max_lifetime_s: u64,
+    /// Most queries forwarded upstream at once.
+    pub max_forwarding: usize,
 }
 
 impl Default for DnsConfig {
@@ -176,6 +193,10 @@ impl Default for DnsConfig {
             .map(String::from)
             .to_vec(),
             udp_sockets: 0,
+            tcp_max_connections: 512,
+            tcp_timeout_s: 10,
+            tcp_max_lifetime_s: 120,
+            max_forwarding: 256,
         }
     }
 }
@@ -471,6 +492,19 @@ impl EdgeConfig {
                     "admin.token",
                     format!("must be at least {MIN_ADMIN_TOKEN} characters, without spaces"),
                 ));
+            }
+        }
+        for (key, v) in [
+            (
+                "dns.tcp_max_connections",
+                self.dns.tcp_max_connections as u64,
+            ),
+            ("dns.tcp_timeout_s", self.dns.tcp_timeout_s),
+            ("dns.tcp_max_lifetime_s", self.dns.tcp_max_lifetime_s),
+            ("dns.max_forwarding", self.dns.max_forwarding as u64),
+        ] {
+            if v == 0 {
+                return Err(bad(key, "must be at least 1".into()));
             }
         }
         if self.tracer.timeout_s > 3600 {

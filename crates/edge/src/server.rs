@@ -39,8 +39,33 @@ use crate::hints::HintBook;
 /// How long an upstream may take to answer a forwarded query.
 const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// An idle TCP connection is closed after this.
-const TCP_IDLE: Duration = Duration::from_secs(10);
+/// The limits of the DNS service ([`EdgeDns::set_limits`]; the edge
+/// config's `[dns]` and `[store]` keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most pages counted between two flushes.
+    pub max_counted: usize,
+    /// Most TCP connections at once.
+    pub tcp_max_connections: usize,
+    /// Longest wait for a TCP client's query, or for it to take an answer.
+    pub tcp_timeout: Duration,
+    /// Longest life of a TCP connection.
+    pub tcp_max_lifetime: Duration,
+    /// Most queries forwarded upstream at once.
+    pub max_forwarding: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_counted: DEFAULT_MAX_COUNTED,
+            tcp_max_connections: 512,
+            tcp_timeout: Duration::from_secs(10),
+            tcp_max_lifetime: Duration::from_secs(120),
+            max_forwarding: 256,
+        }
+    }
+}
 
 /// Hint sizes counted in the `mewa_edge_hint_bytes` histogram.
 pub const HINT_BUCKETS: [u64; 6] = [128, 256, 512, 1000, 1232, 4096];
@@ -83,6 +108,11 @@ pub struct Metrics {
     /// Hint requests not counted towards popularity: past the limit of
     /// pages between two flushes ([`EdgeDns::limit_counted`]).
     pub counts_dropped: AtomicU64,
+    /// Queries not forwarded: [`Limits::max_forwarding`] were under way.
+    pub forward_refused: AtomicU64,
+    /// TCP connections closed on accept: [`Limits::tcp_max_connections`]
+    /// were open.
+    pub tcp_refused: AtomicU64,
 }
 
 impl Metrics {
@@ -135,6 +165,9 @@ pub struct EdgeDns {
     counts: Mutex<HashMap<String, u64>>,
     /// Most pages counted between two flushes ([`EdgeDns::limit_counted`]).
     max_counted: std::sync::atomic::AtomicUsize,
+    limits: RwLock<Limits>,
+    /// Room for queries forwarded at once ([`Limits::max_forwarding`]).
+    forwarding: RwLock<Arc<tokio::sync::Semaphore>>,
     /// The counters.
     pub metrics: Metrics,
 }
@@ -155,8 +188,29 @@ impl EdgeDns {
             upstream,
             counts: Mutex::new(HashMap::new()),
             max_counted: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_COUNTED),
+            limits: RwLock::new(Limits::default()),
+            forwarding: RwLock::new(Arc::new(tokio::sync::Semaphore::new(
+                Limits::default().max_forwarding,
+            ))),
             metrics: Metrics::default(),
         }
+    }
+
+    /// Sets every limit (before serving: connections and forwards already
+    /// under way keep the old ones).
+    pub fn set_limits(&self, l: Limits) {
+        self.limit_counted(l.max_counted);
+        if let Ok(mut f) = self.forwarding.write() {
+            *f = Arc::new(tokio::sync::Semaphore::new(l.max_forwarding.max(1)));
+        }
+        if let Ok(mut m) = self.limits.write() {
+            *m = l;
+        }
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> Limits {
+        self.limits.read().map_or_else(|p| *p.into_inner(), |l| *l)
     }
 
     /// Counts at most `n` distinct pages between two flushes (one store
@@ -235,6 +289,16 @@ impl EdgeDns {
 
     async fn forward(&self, query: &[u8]) -> Option<Vec<u8>> {
         let up = self.upstream?;
+        let room = self
+            .forwarding
+            .read()
+            .map_or_else(|p| p.into_inner().clone(), |f| f.clone());
+        // Past the cap the query gets no answer (the client retries):
+        // forwarding must not become a way to hold unbounded sockets.
+        let Ok(_slot) = room.try_acquire_owned() else {
+            self.metrics.forward_refused.fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
         self.metrics.forwarded.fetch_add(1, Ordering::Relaxed);
         let bind: SocketAddr = if up.is_ipv4() {
             ([0, 0, 0, 0], 0).into()
@@ -497,11 +561,17 @@ fn std_addr(a: &nix::sys::socket::SockaddrStorage) -> Option<SocketAddr> {
 
 async fn serve_tcp(dns: Arc<EdgeDns>, listener: TcpListener) {
     let mut conns = JoinSet::new();
+    let limits = dns.limits();
     loop {
         tokio::select! {
             r = listener.accept() => match r {
+                Ok((s, _)) if conns.len() >= limits.tcp_max_connections => {
+                    // Closed at once: the client falls back or retries.
+                    drop(s);
+                    dns.metrics.tcp_refused.fetch_add(1, Ordering::Relaxed);
+                }
                 Ok((s, from)) => {
-                    conns.spawn(tcp_conn(dns.clone(), s, from));
+                    conns.spawn(tcp_conn(dns.clone(), s, from, limits));
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
             },
@@ -510,16 +580,27 @@ async fn serve_tcp(dns: Arc<EdgeDns>, listener: TcpListener) {
     }
 }
 
-async fn tcp_conn(dns: Arc<EdgeDns>, mut s: TcpStream, from: SocketAddr) {
+/// One DNS-over-TCP connection (RFC 7766): queries answered in turn until
+/// the client goes quiet for [`Limits::tcp_timeout`], stops reading an
+/// answer for as long, or the connection has lived
+/// [`Limits::tcp_max_lifetime`].
+async fn tcp_conn(dns: Arc<EdgeDns>, s: TcpStream, from: SocketAddr, limits: Limits) {
+    // The whole life under one deadline: a client trickling valid queries
+    // cannot keep a task forever.
+    let _ = tokio::time::timeout(limits.tcp_max_lifetime, tcp_queries(&dns, s, from, limits)).await;
+}
+
+async fn tcp_queries(dns: &EdgeDns, mut s: TcpStream, from: SocketAddr, limits: Limits) {
     let _ = s.set_nodelay(true);
+    let wait = limits.tcp_timeout;
     loop {
         let mut len = [0u8; 2];
-        match tokio::time::timeout(TCP_IDLE, s.read_exact(&mut len)).await {
+        match tokio::time::timeout(wait, s.read_exact(&mut len)).await {
             Ok(Ok(_)) => {}
             _ => return,
         }
         let mut q = vec![0u8; usize::from(u16::from_be_bytes(len))];
-        match tokio::time::timeout(TCP_IDLE, s.read_exact(&mut q)).await {
+        match tokio::time::timeout(wait, s.read_exact(&mut q)).await {
             Ok(Ok(_)) => {}
             _ => return,
         }
@@ -538,8 +619,10 @@ async fn tcp_conn(dns: Arc<EdgeDns>, mut s: TcpStream, from: SocketAddr) {
         let mut out = Vec::with_capacity(2 + reply.len());
         out.extend_from_slice(&n.to_be_bytes());
         out.extend_from_slice(&reply);
-        if s.write_all(&out).await.is_err() {
-            return;
+        // A client that does not read its answer (a zero window) is let go.
+        match tokio::time::timeout(wait, s.write_all(&out)).await {
+            Ok(Ok(())) => {}
+            _ => return,
         }
     }
 }

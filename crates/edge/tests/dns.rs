@@ -12,6 +12,7 @@ use hickory_proto::op::{Edns, Message, Query, ResponseCode};
 use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
 use hickory_proto::rr::{Name, RData, RecordType};
 use mewa_edge::config::Net;
+use mewa_edge::server::Limits;
 use mewa_hint::dns::{decode_txt, txt_query_name, HintRequest, HintResponse, OPTION_CODE};
 use mewa_hint::page::synthetic_page;
 use mewa_hint::wire::Hint;
@@ -22,6 +23,15 @@ use tokio::net::{TcpStream, UdpSocket};
 /// The edge on loopback: two names in its zone with hints for both pages,
 /// forwarding for `forward_from` to `upstream`, two UDP sockets.
 async fn start(upstream: Option<SocketAddr>, forward_from: &[&str]) -> LoopbackEdge {
+    start_with(upstream, forward_from, Limits::default()).await
+}
+
+/// [`start`] with `limits`.
+async fn start_with(
+    upstream: Option<SocketAddr>,
+    forward_from: &[&str],
+    limits: Limits,
+) -> LoopbackEdge {
     let zone = vec![
         (
             "www.a.example".to_string(),
@@ -41,6 +51,7 @@ async fn start(upstream: Option<SocketAddr>, forward_from: &[&str]) -> LoopbackE
     spec.upstream = upstream;
     spec.now_unix_s = 1_700_000_000;
     spec.udp_sockets = 2;
+    spec.limits = limits;
     LoopbackEdge::start(spec).await
 }
 
@@ -260,5 +271,93 @@ async fn popularity_counts_are_bounded_and_kept() {
     let again: HashMap<String, u64> = e.dns.take_counts().into_iter().collect();
     assert_eq!(again.len(), 3);
     assert_eq!(again[&taken[0].0], taken[0].1 + 1);
+    e.task.abort();
+}
+
+/// DNS over TCP is bounded: connections past the cap are closed at once, a
+/// silent client is let go after the timeout, and no connection outlives
+/// its lifetime even while it keeps asking.
+#[tokio::test]
+async fn tcp_connections_are_capped_and_do_not_linger() {
+    let limits = Limits {
+        tcp_max_connections: 2,
+        tcp_timeout: Duration::from_millis(300),
+        tcp_max_lifetime: Duration::from_millis(1500),
+        ..Limits::default()
+    };
+    let e = start_with(None, &[], limits).await;
+    let closed_within = |mut s: TcpStream, limit: Duration| async move {
+        let mut b = [0u8; 1];
+        matches!(
+            tokio::time::timeout(limit, s.read(&mut b)).await,
+            Ok(Ok(0) | Err(_))
+        )
+    };
+    // Two held open; the third is closed on accept.
+    let a = TcpStream::connect(e.addr).await.unwrap();
+    let b = TcpStream::connect(e.addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let c = TcpStream::connect(e.addr).await.unwrap();
+    assert!(closed_within(c, Duration::from_millis(200)).await);
+    assert_eq!(
+        e.dns
+            .metrics
+            .tcp_refused
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    // Silent ones go after the timeout.
+    assert!(closed_within(a, Duration::from_secs(2)).await);
+    assert!(closed_within(b, Duration::from_secs(2)).await);
+    // A client asking every 200 ms is answered until the lifetime ends.
+    let mut s = TcpStream::connect(e.addr).await.unwrap();
+    let q = query("www.a.example.", RecordType::A, None, None);
+    let t0 = std::time::Instant::now();
+    let mut answered = 0;
+    while t0.elapsed() < Duration::from_secs(4) {
+        let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+        framed.extend_from_slice(&q);
+        if s.write_all(&framed).await.is_err() {
+            break;
+        }
+        let mut len = [0u8; 2];
+        if s.read_exact(&mut len).await.is_err() {
+            break;
+        }
+        let mut r = vec![0u8; usize::from(u16::from_be_bytes(len))];
+        s.read_exact(&mut r).await.unwrap();
+        answered += 1;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let lived = t0.elapsed();
+    assert!(answered >= 3, "{answered} answers");
+    assert!(lived < Duration::from_millis(2500), "lived {lived:?}");
+    e.task.abort();
+}
+
+/// At most `max_forwarding` queries wait on the upstream at once; the rest
+/// get no answer (and are counted).
+#[tokio::test]
+async fn forwarding_is_capped() {
+    // An upstream that never answers.
+    let mute = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let limits = Limits {
+        max_forwarding: 1,
+        ..Limits::default()
+    };
+    let e = start_with(Some(mute.local_addr().unwrap()), &["127.0.0.0/8"], limits).await;
+    let q = query("elsewhere.example.", RecordType::A, None, None);
+    let (a, b) = tokio::join!(udp(e.addr, &q), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        udp(e.addr, &q).await
+    });
+    assert!(a.is_none() && b.is_none());
+    let m = &e.dns.metrics;
+    assert_eq!(m.forwarded.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(
+        m.forward_refused.load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    drop(mute);
     e.task.abort();
 }

@@ -18,7 +18,7 @@ use mewa_corpus::Corpus;
 use mewa_edge::config::Net;
 use mewa_edge::dns::{Responder, Zone};
 use mewa_edge::hints::{HintBook, HintPolicy};
-use mewa_edge::server::{bind_dns, serve, EdgeDns};
+use mewa_edge::server::{bind_dns, serve, EdgeDns, Limits};
 use mewa_hint::page::{OriginRtt, PageMeta};
 use mewa_origin::{HttpOptions, Origin, OriginConfig, TcpOptions};
 use tokio::sync::oneshot;
@@ -170,6 +170,8 @@ pub struct EdgeSpec {
     /// The edge's largest UDP answer, and its largest compact one (the
     /// hint by hash, the URL list over TCP): 1232 and 1000 by default.
     pub udp_payload: (u16, u16),
+    /// The server's limits (the edge config's defaults).
+    pub limits: Limits,
 }
 
 impl EdgeSpec {
@@ -185,6 +187,7 @@ impl EdgeSpec {
             now_unix_s: mewa_hint::now_unix_s(),
             udp_sockets: 1,
             udp_payload: (1232, mewa_edge::dns::COMPACT_UDP_PAYLOAD),
+            limits: Limits::default(),
         }
     }
 
@@ -259,6 +262,7 @@ impl LoopbackEdge {
         );
         assert!(failed.is_empty(), "pages without a hint: {failed:?}");
         dns.set_book(book);
+        dns.set_limits(spec.limits);
         let (udp, tcp) = bind_dns(SocketAddr::from(([127, 0, 0, 1], 0)), spec.udp_sockets)
             .await
             .unwrap();
