@@ -32,6 +32,12 @@ pub struct HttpOptions {
     /// Largest request head accepted: HTTP/1.1 buffer (431 or close beyond
     /// it) and HTTP/2 `SETTINGS_MAX_HEADER_LIST_SIZE`.
     pub max_header_bytes: usize,
+    /// Most TCP connections at once (HTTP/1.1, h2c and TLS together);
+    /// more are closed on accept.
+    pub max_connections: usize,
+    /// Most TCP connections at once from one source address: one client
+    /// must not take every slot.
+    pub max_connections_per_source: usize,
 }
 
 impl Default for HttpOptions {
@@ -41,6 +47,8 @@ impl Default for HttpOptions {
             think: Duration::ZERO,
             header_read_timeout: Duration::from_secs(10),
             max_header_bytes: 16 * 1024,
+            max_connections: 16_384,
+            max_connections_per_source: 1024,
         }
     }
 }

@@ -296,22 +296,81 @@ pub fn run_until_ctrl_c(
 /// stopping the loop closes them.
 async fn accept_tcp(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Arc<Ctx>) {
     let mut conns = JoinSet::new();
+    let per_source: Counts = Arc::default();
     loop {
         tokio::select! {
             r = listener.accept() => match r {
-                Ok((stream, _)) => {
+                Ok((stream, from)) => {
+                    // Over a cap the connection is closed at once.
+                    let Some(slot) = SourceSlot::take(
+                        &per_source,
+                        from.ip(),
+                        ctx.http.max_connections_per_source,
+                    ) else {
+                        continue;
+                    };
+                    if conns.len() >= ctx.http.max_connections {
+                        continue;
+                    }
                     if let Some(hook) = &ctx.hook {
                         hook(&stream);
                     }
                     // Objects are written whole; Nagle would only delay the
                     // last segment of each response.
                     let _ = stream.set_nodelay(true);
-                    conns.spawn(serve_tcp(stream, tls.clone(), ctx.clone()));
+                    let (tls, ctx) = (tls.clone(), ctx.clone());
+                    conns.spawn(async move {
+                        serve_tcp(stream, tls, ctx).await;
+                        drop(slot);
+                    });
                 }
                 // Out of file descriptors and the like: back off, keep serving.
                 Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
             },
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+}
+
+/// Open connections per source address.
+type Counts = Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>;
+
+/// One connection's place in its source address's count; given back when
+/// dropped.
+struct SourceSlot {
+    counts: Counts,
+    ip: std::net::IpAddr,
+}
+
+impl SourceSlot {
+    /// A place for `ip` if it has fewer than `max` connections.
+    fn take(counts: &Counts, ip: std::net::IpAddr, max: usize) -> Option<SourceSlot> {
+        let mut m = counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = m.entry(ip).or_insert(0);
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(SourceSlot {
+            counts: counts.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for SourceSlot {
+    fn drop(&mut self) {
+        let mut m = self
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = m.get_mut(&self.ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                m.remove(&self.ip);
+            }
         }
     }
 }

@@ -648,3 +648,31 @@ async fn certificate_groups_are_chosen_by_sni() {
     assert!(leaf("localhost".into()).await.is_ok());
     r.stop().await;
 }
+
+/// Connections are capped per source address and in all: past the cap a
+/// connection is closed at once, and a slot comes back when one ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_capped_per_source() {
+    let c = corpus();
+    let mut cfg = config("conn-cap");
+    cfg.http.max_connections_per_source = 2;
+    let r = start(&c, cfg).await;
+    let closed_at_once = |mut s: TcpStream| async move {
+        let mut b = [0u8; 1];
+        matches!(
+            tokio::time::timeout(Duration::from_secs(5), s.read(&mut b)).await,
+            Ok(Ok(0) | Err(_))
+        )
+    };
+    let a = TcpStream::connect(r.plain).await.unwrap();
+    let b = TcpStream::connect(r.plain).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let third = TcpStream::connect(r.plain).await.unwrap();
+    assert!(closed_at_once(third).await, "a third connection was served");
+    drop(a);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A slot is free again: a request is answered.
+    still_serves(r.plain, &c).await;
+    drop(b);
+    r.stop().await;
+}

@@ -31,6 +31,26 @@ pub struct Config {
     /// How long the runtime waits for the client preface and first
     /// SETTINGS before closing (a client that never starts).
     pub preface_timeout: std::time::Duration,
+    /// A connection with nothing to send and no answer pending (no stream
+    /// open, or its streams stalled by a window the client never gives
+    /// back) is closed after this long without input.
+    pub idle_timeout: std::time::Duration,
+    /// A connection whose output has not moved for this long (the client
+    /// stopped reading: a zero window) is closed.
+    pub write_timeout: std::time::Duration,
+    /// A header block left open (HEADERS without END_HEADERS, then
+    /// CONTINUATIONs, perhaps empty) for this long closes the connection.
+    pub header_block_timeout: std::time::Duration,
+    /// PING and SETTINGS frames the client may send beyond two per stream
+    /// it opens before the connection ends with ENHANCE_YOUR_CALM: each
+    /// makes us queue an acknowledgement, and a flood of them is work for
+    /// nothing.
+    pub max_control_frames: u32,
+    /// Streams the client may reset beyond those we have answered before
+    /// the connection ends with ENHANCE_YOUR_CALM: opening and resetting
+    /// streams at once (CVE-2023-44487, "rapid reset") costs the server a
+    /// request's work each while the concurrency limit never bites.
+    pub max_peer_resets: u32,
 }
 
 impl Default for Config {
@@ -40,6 +60,11 @@ impl Default for Config {
             max_header_list_size: 16 * 1024,
             max_request_body: 64 * 1024,
             preface_timeout: std::time::Duration::from_secs(10),
+            max_peer_resets: 100,
+            max_control_frames: 100,
+            idle_timeout: std::time::Duration::from_secs(75),
+            write_timeout: std::time::Duration::from_secs(30),
+            header_block_timeout: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -108,10 +133,8 @@ impl Output {
     }
 }
 
-/// Largest header block (HEADERS + CONTINUATION) accepted before the
-/// connection is closed with ENHANCE_YOUR_CALM; well above any block that
-/// fits the header list limit.
-const MAX_BLOCK: usize = 256 * 1024;
+/// Smallest cap on a header block ([`Connection::max_block`]).
+const MIN_BLOCK: usize = 4 * 1024;
 
 /// Control frames (SETTINGS/PING acks, resets, window updates) allowed to
 /// pile up unsent; a peer that provokes more without reading is cut off.
@@ -152,6 +175,11 @@ struct Stream {
     received: u64,
     send: Send,
     window: i64,
+    /// What the peer may still send on the stream before our next
+    /// WINDOW_UPDATE (it may not go below zero).
+    recv_window: i64,
+    /// Bytes received and not yet given back.
+    recv_unacked: u32,
     /// RFC 9218 urgency (0 most urgent, 7 least; default 3).
     urgency: u8,
     /// RFC 9218 incremental: share bandwidth with its peers in turn.
@@ -183,6 +211,19 @@ pub struct Connection {
     peer_max_frame: usize,
     conn_window: i64,
     peer_goaway: bool,
+    /// Streams the client reset ([`Config::max_peer_resets`]).
+    peer_resets: u32,
+    /// PING and SETTINGS frames received ([`Config::max_control_frames`]).
+    control_frames: u32,
+    /// What the peer may still send on the connection before our next
+    /// WINDOW_UPDATE.
+    recv_window: i64,
+    /// Connection-level bytes received and not yet given back.
+    recv_unacked: u32,
+    /// Responses sent whole.
+    answered: u32,
+    /// A stream was reset since [`Connection::take_resets`].
+    reset_since: bool,
     /// Why the connection is closing (for logs and tests).
     error: Option<(Reason, &'static str)>,
 }
@@ -224,8 +265,38 @@ impl Connection {
             peer_max_frame: frame::DEFAULT_MAX_FRAME as usize,
             conn_window: frame::DEFAULT_WINDOW,
             peer_goaway: false,
+            peer_resets: 0,
+            control_frames: 0,
+            recv_window: frame::DEFAULT_WINDOW,
+            recv_unacked: 0,
+            answered: 0,
+            reset_since: false,
             error: None,
         }
+    }
+
+    /// Whether a header block is open (HEADERS without END_HEADERS so far):
+    /// the runtime gives it [`Config::header_block_timeout`] to end.
+    pub fn header_block_open(&self) -> bool {
+        self.block.is_some()
+    }
+
+    /// The connection's limits.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Whether `stream` still waits for its response: the runtime drops a
+    /// delayed answer (server think time) for a stream the client reset.
+    pub fn is_waiting(&self, stream: u32) -> bool {
+        self.streams
+            .get(&stream)
+            .is_some_and(|s| matches!(s.send, Send::Waiting))
+    }
+
+    /// Whether the client reset a stream since the last call.
+    pub fn take_resets(&mut self) -> bool {
+        std::mem::take(&mut self.reset_since)
     }
 
     /// Consumes every complete frame in `buf` (a partial frame stays).
@@ -253,11 +324,7 @@ impl Connection {
     /// Answers `stream` (ignored if the stream was reset meanwhile).
     pub fn respond(&mut self, stream: u32, response: Response<Bytes>) {
         let (parts, body) = response.into_parts();
-        if !self
-            .streams
-            .get(&stream)
-            .is_some_and(|s| matches!(s.send, Send::Waiting))
-        {
+        if !self.is_waiting(stream) {
             return;
         }
         let mut block = Vec::with_capacity(256);
@@ -385,8 +452,25 @@ impl Connection {
 
     /// The response is complete: the stream closes, with RST_STREAM
     /// (NO_ERROR) if the request body is still arriving (RFC 9113 §8.1).
+    /// One more PING or SETTINGS from the client: past
+    /// [`Config::max_control_frames`] beyond two per stream it has opened,
+    /// a connection error.
+    fn count_control(&mut self) -> Result<(), ConnError> {
+        self.control_frames = self.control_frames.saturating_add(1);
+        // Client streams are odd: last_stream / 2 + 1 of them at most.
+        let allowed = self.cfg.max_control_frames.saturating_add(self.last_stream);
+        if self.control_frames > allowed {
+            return Err(ConnError(
+                Reason::EnhanceYourCalm,
+                "too many PING or SETTINGS frames",
+            ));
+        }
+        Ok(())
+    }
+
     fn finish_stream(&mut self, stream: u32) {
         if let Some(s) = self.streams.remove(&stream) {
+            self.answered = self.answered.saturating_add(1);
             if s.remote_open {
                 frame::put_rst(&mut self.ctrl, stream, Reason::NoError);
             }
@@ -462,6 +546,9 @@ impl Connection {
             kind::PUSH_PROMISE => Err(ConnError(Reason::Protocol, "PUSH_PROMISE from a client")),
             kind::PING => {
                 need_conn_stream(h)?;
+                if !h.has(flag::ACK) {
+                    self.count_control()?;
+                }
                 let data: &[u8; 8] = p
                     .as_ref()
                     .try_into()
@@ -499,10 +586,24 @@ impl Connection {
         if self.is_idle(h.stream) {
             return Err(ConnError(Reason::Protocol, "DATA on an idle stream"));
         }
-        // The whole frame counts against flow control; the body is
-        // discarded at once, so the window is given back at once.
-        if let Ok(n @ 1..) = u32::try_from(h.len) {
-            frame::put_window_update(&mut self.ctrl, 0, n);
+        // The whole frame counts against flow control (RFC 9113 §6.9.1):
+        // a peer that sends past the window we gave it breaks the protocol.
+        // The body is discarded, so the window is given back once half of
+        // it is used (sooner would be a WINDOW_UPDATE per frame, and would
+        // hide an overrun).
+        let len = u32::try_from(h.len).unwrap_or(u32::MAX);
+        self.recv_window -= i64::from(len);
+        if self.recv_window < 0 {
+            return Err(ConnError(
+                Reason::FlowControl,
+                "DATA beyond the connection's receive window",
+            ));
+        }
+        self.recv_unacked = self.recv_unacked.saturating_add(len);
+        if i64::from(self.recv_unacked) >= frame::DEFAULT_WINDOW / 2 {
+            frame::put_window_update(&mut self.ctrl, 0, self.recv_unacked);
+            self.recv_window += i64::from(self.recv_unacked);
+            self.recv_unacked = 0;
         }
         let max_body = self.cfg.max_request_body;
         let Some(s) = self.streams.get_mut(&h.stream) else {
@@ -513,6 +614,11 @@ impl Connection {
             self.reset(h.stream, Reason::StreamClosed);
             return Ok(());
         }
+        s.recv_window -= i64::from(len);
+        if s.recv_window < 0 {
+            self.reset(h.stream, Reason::FlowControl);
+            return Ok(());
+        }
         s.received += body.len() as u64;
         let end = h.has(flag::END_STREAM);
         if s.content_length
@@ -521,9 +627,14 @@ impl Connection {
             self.reset(h.stream, Reason::Protocol);
             return Ok(());
         }
-        if !end {
-            if let Ok(n @ 1..) = u32::try_from(h.len) {
-                frame::put_window_update(&mut self.ctrl, h.stream, n);
+        // A body past the limit is not wanted (413): its stream gets no
+        // more window, so a client that keeps sending overruns it.
+        if !end && s.received <= max_body {
+            s.recv_unacked = s.recv_unacked.saturating_add(len);
+            if i64::from(s.recv_unacked) >= frame::DEFAULT_WINDOW / 2 {
+                frame::put_window_update(&mut self.ctrl, h.stream, s.recv_unacked);
+                s.recv_window += i64::from(s.recv_unacked);
+                s.recv_unacked = 0;
             }
         }
         if end {
@@ -577,6 +688,14 @@ impl Connection {
         }
     }
 
+    /// Largest header block (HEADERS + CONTINUATION) accepted before the
+    /// connection is closed with ENHANCE_YOUR_CALM: twice the header list
+    /// size we announce (HPACK makes a block smaller than its list, rarely
+    /// by half), at least [`MIN_BLOCK`].
+    fn max_block(&self) -> usize {
+        (2 * self.cfg.max_header_list_size as usize).max(MIN_BLOCK)
+    }
+
     fn continuation(&mut self, h: Head, p: Bytes) -> Result<(), ConnError> {
         let Some((_, _, _, buf)) = &mut self.block else {
             return Err(ConnError(
@@ -585,7 +704,7 @@ impl Connection {
             ));
         };
         buf.extend_from_slice(&p);
-        if buf.len() > MAX_BLOCK {
+        if buf.len() > self.max_block() {
             return Err(ConnError(Reason::EnhanceYourCalm, "header block too large"));
         }
         if h.has(flag::END_HEADERS) {
@@ -675,6 +794,8 @@ impl Connection {
                 received: 0,
                 send: Send::Waiting,
                 window: self.peer_window,
+                recv_window: frame::DEFAULT_WINDOW,
+                recv_unacked: 0,
                 urgency,
                 incremental,
                 turns: 0,
@@ -731,7 +852,16 @@ impl Connection {
         if self.is_idle(h.stream) {
             return Err(ConnError(Reason::Protocol, "RST_STREAM on an idle stream"));
         }
-        self.streams.remove(&h.stream);
+        if self.streams.remove(&h.stream).is_some() {
+            self.peer_resets = self.peer_resets.saturating_add(1);
+            self.reset_since = true;
+            if self.peer_resets > self.answered.saturating_add(self.cfg.max_peer_resets) {
+                return Err(ConnError(
+                    Reason::EnhanceYourCalm,
+                    "too many streams reset by the client (rapid reset)",
+                ));
+            }
+        }
         self.ready.retain(|r| r.stream != h.stream);
         Ok(())
     }
@@ -750,6 +880,11 @@ impl Connection {
                 "SETTINGS length is not a multiple of 6",
             ));
         }
+        self.count_control()?;
+        // Every value is checked, the window applied once with its last
+        // value: a frame repeating SETTINGS_INITIAL_WINDOW_SIZE thousands
+        // of times must not walk every stream each time.
+        let mut initial_window = None;
         for pair in p.chunks_exact(6) {
             let id = u16::from_be_bytes([pair[0], pair[1]]);
             let v = u32::from_be_bytes([pair[2], pair[3], pair[4], pair[5]]);
@@ -768,17 +903,7 @@ impl Connection {
                             "SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1",
                         ));
                     }
-                    let delta = v - self.peer_window;
-                    self.peer_window = v;
-                    for s in self.streams.values_mut() {
-                        s.window += delta;
-                        if s.window > frame::MAX_WINDOW {
-                            return Err(ConnError(
-                                Reason::FlowControl,
-                                "SETTINGS_INITIAL_WINDOW_SIZE overflows a stream window",
-                            ));
-                        }
-                    }
+                    initial_window = Some(v);
                 }
                 setting::MAX_FRAME_SIZE => {
                     if !(frame::DEFAULT_MAX_FRAME..=frame::MAX_MAX_FRAME).contains(&v) {
@@ -793,6 +918,19 @@ impl Connection {
                 // size does not matter; the other settings concern what we
                 // would initiate (push, streams) or send (header lists).
                 _ => {}
+            }
+        }
+        if let Some(v) = initial_window {
+            let delta = v - self.peer_window;
+            self.peer_window = v;
+            for s in self.streams.values_mut() {
+                s.window += delta;
+                if s.window > frame::MAX_WINDOW {
+                    return Err(ConnError(
+                        Reason::FlowControl,
+                        "SETTINGS_INITIAL_WINDOW_SIZE overflows a stream window",
+                    ));
+                }
             }
         }
         frame::put_settings_ack(&mut self.ctrl);
@@ -1044,6 +1182,29 @@ mod tests {
             p
         }
 
+        /// The output ends the connection with GOAWAY(`reason`).
+        fn assert_goaway(&mut self, reason: Reason) {
+            assert_eq!(goaway(&self.output(1 << 20)), Some(reason as u32));
+        }
+
+        /// A POST's HEADERS on `stream`, its body to follow (not flushed).
+        fn post_head(&mut self, stream: u32) {
+            let block = literal_block(&[
+                (":method", "POST"),
+                (":scheme", "http"),
+                (":authority", "a"),
+                (":path", "/"),
+            ]);
+            frame::put_head(
+                &mut self.inbuf,
+                block.len(),
+                kind::HEADERS,
+                flag::END_HEADERS,
+                stream,
+            );
+            self.inbuf.put_slice(&block);
+        }
+
         fn flush(&mut self) {
             let mut b = std::mem::take(&mut self.inbuf);
             self.conn.recv(&mut b);
@@ -1281,20 +1442,7 @@ mod tests {
         assert!(p.conn.next_request().is_none());
         assert_eq!(status_of(&p.output(1 << 20)), "431");
         // 413: a body above 10 bytes is answered before it ends.
-        let block = literal_block(&[
-            (":method", "POST"),
-            (":scheme", "http"),
-            (":authority", "a"),
-            (":path", "/"),
-        ]);
-        frame::put_head(
-            &mut p.inbuf,
-            block.len(),
-            kind::HEADERS,
-            flag::END_HEADERS,
-            9,
-        );
-        p.inbuf.put_slice(&block);
+        p.post_head(9);
         frame::put_head(&mut p.inbuf, 20, kind::DATA, 0, 9);
         p.inbuf.put_slice(&[0; 20]);
         p.flush();
@@ -1304,6 +1452,153 @@ mod tests {
         assert!(frames
             .iter()
             .any(|g| g.head.kind == kind::RST_STREAM && g.head.stream == 9));
+    }
+
+    #[test]
+    fn a_body_past_its_window_is_a_flow_control_error() {
+        let cfg = Config {
+            max_request_body: 10,
+            ..Config::default()
+        };
+        let mut p = Peer::new(cfg, &[]);
+        p.post_head(1);
+        // The body passes 10 bytes in the first frame (413), so the stream
+        // gets no more window: the fourth 16 KB frame overruns 65 535.
+        for _ in 0..4 {
+            frame::put_head(&mut p.inbuf, 16_384, kind::DATA, 0, 1);
+            p.inbuf.put_slice(&[0u8; 16_384]);
+        }
+        p.flush();
+        let frames = p.output(1 << 20);
+        assert_eq!(status_of(&frames), "413");
+        let rst: Vec<(u32, u32)> = frames
+            .iter()
+            .filter(|g| g.head.kind == kind::RST_STREAM)
+            .map(|g| {
+                (
+                    g.head.stream,
+                    u32::from_be_bytes(g.payload[..4].try_into().unwrap()),
+                )
+            })
+            .collect();
+        assert!(rst.contains(&(1, Reason::FlowControl as u32)), "{rst:?}");
+        // The connection's window was given back as the frames came.
+        let updates = frames
+            .iter()
+            .filter(|g| g.head.kind == kind::WINDOW_UPDATE && g.head.stream == 0)
+            .count();
+        assert!(updates >= 1);
+    }
+
+    #[test]
+    fn settings_and_ping_floods_end_the_connection() {
+        let cfg = Config {
+            max_control_frames: 20,
+            ..Config::default()
+        };
+        let mut p = Peer::new(cfg, &[]);
+        // One SETTINGS repeating the window 1000 times is one frame, its
+        // last value applied.
+        let mut payload = Vec::new();
+        for v in 0..1000u32 {
+            payload.extend_from_slice(&setting::INITIAL_WINDOW_SIZE.to_be_bytes());
+            payload.extend_from_slice(&(1000 + v).to_be_bytes());
+        }
+        frame::put_head(&mut p.inbuf, payload.len(), kind::SETTINGS, 0, 0);
+        p.inbuf.put_slice(&payload);
+        for _ in 0..18 {
+            frame::put_head(&mut p.inbuf, 8, kind::PING, 0, 0);
+            p.inbuf.put_slice(&[7u8; 8]);
+        }
+        p.flush();
+        assert_eq!(goaway(&p.output(1 << 20)), None);
+        assert_eq!(p.conn.peer_window, 1999);
+        frame::put_head(&mut p.inbuf, 8, kind::PING, 0, 0);
+        p.inbuf.put_slice(&[7u8; 8]);
+        p.flush();
+        p.assert_goaway(Reason::EnhanceYourCalm);
+    }
+
+    #[test]
+    fn rapid_resets_end_the_connection() {
+        let cfg = Config {
+            max_peer_resets: 10,
+            ..Config::default()
+        };
+        let mut p = Peer::new(cfg, &[]);
+        // Answered streams raise the allowance: 5 answered, 15 reset is the
+        // most.
+        for i in 0..5 {
+            p.get("/a", 1 + 2 * i, &[]);
+        }
+        assert_eq!(p.answer_all(1).len(), 5);
+        p.output(1 << 20);
+        let reset = |p: &mut Peer, id: u32| {
+            p.get("/b", id, &[]);
+            frame::put_rst(&mut p.inbuf, id, Reason::Cancel);
+            p.flush();
+        };
+        for i in 0..15 {
+            reset(&mut p, 11 + 2 * i);
+        }
+        assert!(p.conn.take_resets());
+        assert!(!p.conn.take_resets());
+        assert_eq!(goaway(&p.output(1 << 20)), None);
+        reset(&mut p, 41);
+        p.assert_goaway(Reason::EnhanceYourCalm);
+    }
+
+    #[test]
+    fn header_blocks_are_capped_at_twice_the_list_size() {
+        let cfg = Config {
+            max_header_list_size: 4096,
+            ..Config::default()
+        };
+        // 8 KB (twice the list size) in CONTINUATIONs is the most.
+        let mut p = Peer::new(cfg, &[]);
+        let block = literal_block(&[("x", &"v".repeat(9000))]);
+        frame::put_head(&mut p.inbuf, 4000, kind::HEADERS, 0, 1);
+        p.inbuf.put_slice(&block[..4000]);
+        frame::put_head(&mut p.inbuf, 4000, kind::CONTINUATION, 0, 1);
+        p.inbuf.put_slice(&block[4000..8000]);
+        frame::put_head(&mut p.inbuf, 1000, kind::CONTINUATION, 0, 1);
+        p.inbuf.put_slice(&block[8000..9000]);
+        p.flush();
+        p.assert_goaway(Reason::EnhanceYourCalm);
+    }
+
+    #[test]
+    fn an_oversized_block_that_indexes_ends_the_connection_after_431() {
+        let cfg = Config {
+            max_header_list_size: 300,
+            ..Config::default()
+        };
+        let mut p = Peer::new(cfg, &[]);
+        // A request whose fields pass 300 bytes and then ask to be added
+        // to the table: 431, and the table is no longer the client's.
+        let mut block = literal_block(&[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "a.example"),
+            (":path", "/"),
+            ("x-long", &"v".repeat(300)),
+        ]);
+        block.push(0x40); // literal with incremental indexing, new name
+        hpack::put_str(&mut block, b"x-more");
+        hpack::put_str(&mut block, b"1");
+        frame::put_head(
+            &mut p.inbuf,
+            block.len(),
+            kind::HEADERS,
+            flag::END_HEADERS | flag::END_STREAM,
+            1,
+        );
+        p.inbuf.put_slice(&block);
+        p.flush();
+        assert_eq!(status_of(&p.output(1 << 20)), "431");
+        // The next request cannot be decoded: COMPRESSION_ERROR.
+        p.get("/", 3, &[]);
+        assert_eq!(goaway(&p.output(1 << 20)), Some(Reason::Compression as u32));
     }
 
     #[test]

@@ -94,6 +94,8 @@ pub enum Reason {
     FrameSize = 0x6,
     /// Stream refused before any processing (safe to retry).
     RefusedStream = 0x7,
+    /// The stream is no longer needed (what a browser resets with).
+    Cancel = 0x8,
     /// HPACK state cannot be kept in sync.
     Compression = 0x9,
     /// The peer is generating excessive load.

@@ -175,6 +175,10 @@ pub enum DecodeError {
     /// bits or not the EOS prefix (RFC 7541 §5.2).
     #[error("invalid Huffman string")]
     Huffman,
+    /// An earlier block was not decoded to its end (it passed the size
+    /// limit), so the dynamic table is no longer the peer's.
+    #[error("dynamic table lost after an oversized header block")]
+    TableLost,
 }
 
 /// A decoded header block.
@@ -184,7 +188,8 @@ pub struct Fields {
     pub list: Vec<(Vec<u8>, Vec<u8>)>,
     /// RFC 9113 §6.5.2 size (name + value + 32 per field) of the whole block.
     pub size: usize,
-    /// The block exceeded the limit; `list` is incomplete.
+    /// The block exceeded the limit; `list` is incomplete and decoding
+    /// stopped there ([`Decoder::decode`]).
     pub too_large: bool,
 }
 
@@ -197,6 +202,8 @@ pub struct Decoder {
     max_size: usize,
     /// Our SETTINGS_HEADER_TABLE_SIZE: the peer may not go above it.
     allowed: usize,
+    /// A block was left undecoded past the limit: the table is unknown.
+    lost: bool,
 }
 
 impl Decoder {
@@ -208,14 +215,24 @@ impl Decoder {
             size: 0,
             max_size: allowed,
             allowed,
+            lost: false,
         }
     }
 
-    /// Decodes a complete header block. Fields past `limit` bytes are
-    /// decoded (the table must stay in step) but not kept, so a small block
-    /// that references large table entries cannot make us allocate without
-    /// bound.
+    /// Decodes a complete header block. Once its fields pass `limit` bytes
+    /// (RFC 9113 §6.5.2 sizes) it is `too_large` and nothing more is
+    /// copied: fields are only read (linear in the block) to keep the
+    /// dynamic table in step, so the connection can answer 431 and go on.
+    /// A literal that would be added to the table past the limit stops the
+    /// decoding instead (copying its name each time would let a small
+    /// block cost without bound: naming a 4 KB entry takes two bytes, so a
+    /// 256 KB block could copy ~0.5 GB), and the decoder is spent: every
+    /// later block is [`DecodeError::TableLost`] (the connection must end,
+    /// RFC 7541 §2.2's shared state being gone).
     pub fn decode(&mut self, block: &[u8], limit: usize) -> Result<Fields, DecodeError> {
+        if self.lost {
+            return Err(DecodeError::TableLost);
+        }
         let mut f = Fields::default();
         let mut r = Reader { b: block, pos: 0 };
         let mut fields_seen = false;
@@ -243,15 +260,26 @@ impl Decoder {
                     (4, false)
                 };
                 let i = r.int(prefix)?;
-                let name = if i == 0 {
-                    r.string()?
-                } else {
-                    self.entry(i)?.0.to_vec()
-                };
-                let value = r.string()?;
-                keep(&mut f, limit, &name, &value);
+                if index && f.too_large {
+                    self.lost = true;
+                    break;
+                }
                 if index {
+                    let name = if i == 0 {
+                        r.string()?
+                    } else {
+                        self.entry(i)?.0.to_vec()
+                    };
+                    let value = r.string()?;
+                    keep(&mut f, limit, &name, &value);
                     self.insert(name, value);
+                } else if i == 0 {
+                    let name = r.string()?;
+                    let value = r.string()?;
+                    keep(&mut f, limit, &name, &value);
+                } else {
+                    let value = r.string()?;
+                    keep(&mut f, limit, self.entry(i)?.0, &value);
                 }
             }
             fields_seen = true;
@@ -654,6 +682,52 @@ mod tests {
         assert!(f.too_large);
         assert!(f.list.len() < 5);
         assert!(f.size > 1000);
+    }
+
+    #[test]
+    fn indexed_names_past_the_limit_are_not_copied_on() {
+        // A 4 KB name in the table, then a block of 100 000 two-byte
+        // literals naming it: decoding stops at the limit, after a handful.
+        let mut d = Decoder::new(8192);
+        let name = vec![b'n'; 4000];
+        // Literal with incremental indexing, new name: 0x40, then the name's
+        // length 4000 (7-bit prefix: 127 + varint 3873), the name, an empty
+        // value.
+        let mut first = vec![0x40, 0x7f];
+        let mut rest = 4000usize - 127;
+        while rest >= 128 {
+            first.push((rest % 128) as u8 | 0x80);
+            rest /= 128;
+        }
+        first.push(rest as u8);
+        first.extend_from_slice(&name);
+        first.push(0);
+        let f = d.decode(&first, 1 << 14).expect("valid");
+        assert_eq!(f.list.len(), 1);
+        // Index 62 is that entry. Literals without indexing naming it
+        // (0000xxxx: 15 + varint 47, empty value) are read, not copied,
+        // past the limit, and the table stays in step.
+        let plain: Vec<u8> = std::iter::repeat_n([0x0f, 47, 0], 100_000)
+            .flatten()
+            .collect();
+        let f = d.decode(&plain, 1 << 14).expect("valid");
+        assert!(f.too_large);
+        assert!(f.list.len() <= 4, "{}", f.list.len());
+        assert_eq!(f.size, 100_000 * 4032);
+        assert_eq!(d.decode(&first, 1 << 14).expect("in step").list.len(), 1);
+        // With incremental indexing (01xxxxxx, index 62 in the 6-bit
+        // prefix), each would copy the 4 KB name into the table: decoding
+        // stops at the limit and the decoder is spent.
+        let bomb: Vec<u8> = std::iter::repeat_n([0x40 | 62, 0], 100_000)
+            .flatten()
+            .collect();
+        let f = d.decode(&bomb, 1 << 14).expect("valid");
+        assert!(f.too_large);
+        assert!(f.size < 6 * 4032, "{}", f.size);
+        assert!(matches!(
+            d.decode(&first, 1 << 14),
+            Err(DecodeError::TableLost)
+        ));
     }
 
     proptest! {

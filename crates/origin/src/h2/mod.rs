@@ -55,7 +55,23 @@ where
     let mut delayed: VecDeque<(Instant, Ready)> = VecDeque::new();
     // Written since the last flush: TLS may hold bytes back until flushed.
     let mut dirty = false;
+    // Since when the connection is idle (nothing to send, no answer
+    // pending, no input), when output last moved (or started to wait), since when a
+    // header block is open: the idle, write and header-block deadlines.
+    let (idle_timeout, write_timeout, block_timeout) = {
+        let c = conn.config();
+        (c.idle_timeout, c.write_timeout, c.header_block_timeout)
+    };
+    let mut idle_since: Option<Instant> = None;
+    let mut last_write = Instant::now();
+    let mut block_since: Option<Instant> = None;
     loop {
+        // Answers delayed by think time for streams the client has reset
+        // are dropped, not made and thrown away when due: with rapid
+        // resets they would pile up.
+        if conn.take_resets() {
+            delayed.retain(|d| conn.is_waiting(d.1.stream));
+        }
         while let Some(r) = conn.next_request() {
             let wait = think(&r.request);
             if wait.is_zero() {
@@ -79,6 +95,28 @@ where
             rbuf.reserve(READ_CHUNK);
         }
         let due = delayed.front().map(|d| d.0);
+        let now = Instant::now();
+        let since = |open: bool, t: Option<Instant>| if open { t.or(Some(now)) } else { None };
+        block_since = since(conn.header_block_open(), block_since);
+        // Idle: nothing to send and no answer pending, whether streams are
+        // open or not (a client that never gives window back stalls its
+        // streams as surely as one that stops reading).
+        let idle = conn.started() && out.is_empty() && delayed.is_empty();
+        idle_since = since(idle, idle_since);
+        if out.is_empty() {
+            last_write = now;
+        }
+        let mut deadline = None::<Instant>;
+        let mut at = |t: Instant| deadline = Some(deadline.map_or(t, |d| d.min(t)));
+        if let Some(t) = idle_since {
+            at(t + idle_timeout);
+        }
+        if !out.is_empty() {
+            at(last_write + write_timeout);
+        }
+        if let Some(t) = block_since {
+            at(t + block_timeout);
+        }
         tokio::select! {
             biased;
             r = pump(&mut wr, &out), if !out.is_empty() || dirty => match r {
@@ -86,20 +124,29 @@ where
                 Ok(Some(n)) => {
                     out.advance(n);
                     dirty = true;
+                    last_write = Instant::now();
                 }
                 Ok(None) => dirty = false,
             },
             r = rd.read_buf(&mut rbuf), if can_read => match r {
                 Ok(0) | Err(_) => conn.recv_eof(),
-                Ok(_) => conn.recv(&mut rbuf),
+                Ok(_) => {
+                    idle_since = None;
+                    conn.recv(&mut rbuf);
+                }
             },
+            // Idle with nothing open, output stuck (a client that stopped
+            // reading), or a header block that never ends: let go.
+            () = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => break,
             () = tokio::time::sleep_until(preface_deadline), if !conn.started() => break,
             () = tokio::time::sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {
                 let now = Instant::now();
                 while delayed.front().is_some_and(|d| d.0 <= now) {
                     if let Some((_, r)) = delayed.pop_front() {
-                        let resp = answer(&r.request);
-                        conn.respond(r.stream, resp);
+                        if conn.is_waiting(r.stream) {
+                            let resp = answer(&r.request);
+                            conn.respond(r.stream, resp);
+                        }
                     }
                 }
             }
@@ -118,4 +165,149 @@ async fn pump<W: AsyncWrite + Unpin>(w: &mut W, out: &Output) -> std::io::Result
     let mut slices = [IoSlice::new(&[]); 64];
     let n = out.slices(&mut slices);
     w.write_vectored(&slices[..n]).await.map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BufMut;
+    use frame::{flag, kind};
+
+    /// Serves one connection over an in-memory pipe of `pipe` bytes, every
+    /// request answered with `size` bytes; the client end.
+    fn start(
+        cfg: Config,
+        pipe: usize,
+        size: usize,
+    ) -> (tokio::io::DuplexStream, tokio::task::JoinHandle<()>) {
+        let (client, server) = tokio::io::duplex(pipe);
+        let task = tokio::spawn(serve_connection(
+            server,
+            cfg,
+            |_| Duration::ZERO,
+            move |_| Response::new(Bytes::from(vec![b'x'; size])),
+        ));
+        (client, task)
+    }
+
+    fn preface() -> BytesMut {
+        let mut b = BytesMut::new();
+        b.put_slice(frame::PREFACE);
+        frame::put_settings(&mut b, &[]);
+        b
+    }
+
+    /// A GET's header block (literals without indexing).
+    fn get_block() -> Vec<u8> {
+        let mut b = Vec::new();
+        for (n, v) in [
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "a"),
+            (":path", "/"),
+        ] {
+            b.push(0);
+            hpack::put_str(&mut b, n.as_bytes());
+            hpack::put_str(&mut b, v.as_bytes());
+        }
+        b
+    }
+
+    /// Whether the server ends the connection within `limit` (far above
+    /// the timeouts under test: a margin, not a measurement), reading what
+    /// it sends only if `read`.
+    async fn ends_within(
+        mut client: tokio::io::DuplexStream,
+        task: tokio::task::JoinHandle<()>,
+        limit: Duration,
+        read: bool,
+    ) -> bool {
+        let drain = async move {
+            let mut sink = vec![0u8; 4096];
+            loop {
+                if read {
+                    if matches!(client.read(&mut sink).await, Ok(0) | Err(_)) {
+                        break;
+                    }
+                } else {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                }
+            }
+            client
+        };
+        tokio::select! {
+            _ = task => true,
+            _ = drain => true,
+            () = tokio::time::sleep(limit) => false,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_idle_connection_is_closed() {
+        let cfg = Config {
+            idle_timeout: Duration::from_millis(200),
+            ..Config::default()
+        };
+        let (mut c, task) = start(cfg, 1 << 16, 10);
+        c.write_all(&preface()).await.unwrap();
+        assert!(ends_within(c, task, Duration::from_secs(10), true).await);
+    }
+
+    #[tokio::test]
+    async fn a_client_that_stops_reading_is_let_go() {
+        let cfg = Config {
+            write_timeout: Duration::from_millis(200),
+            idle_timeout: Duration::from_secs(3600),
+            ..Config::default()
+        };
+        // A 1 MB answer into a 4 KB pipe nobody reads.
+        let (mut c, task) = start(cfg, 4096, 1 << 20);
+        let mut b = preface();
+        // Room for the whole answer on our side of flow control.
+        frame::put_settings(&mut b, &[(frame::setting::INITIAL_WINDOW_SIZE, 1 << 24)]);
+        frame::put_window_update(&mut b, 0, 1 << 24);
+        let block = get_block();
+        frame::put_head(
+            &mut b,
+            block.len(),
+            kind::HEADERS,
+            flag::END_HEADERS | flag::END_STREAM,
+            1,
+        );
+        b.put_slice(&block);
+        c.write_all(&b).await.unwrap();
+        assert!(ends_within(c, task, Duration::from_secs(10), false).await);
+    }
+
+    #[tokio::test]
+    async fn a_header_block_that_never_ends_closes_the_connection() {
+        let cfg = Config {
+            header_block_timeout: Duration::from_millis(300),
+            idle_timeout: Duration::from_secs(3600),
+            ..Config::default()
+        };
+        let (mut c, task) = start(cfg, 1 << 16, 10);
+        let mut b = preface();
+        let block = get_block();
+        frame::put_head(&mut b, block.len(), kind::HEADERS, flag::END_STREAM, 1);
+        b.put_slice(&block);
+        c.write_all(&b).await.unwrap();
+        // Empty CONTINUATIONs every 100 ms keep it busy, never ending it
+        // (for at most 10 s).
+        let keep = async {
+            for _ in 0..100 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let mut e = BytesMut::new();
+                frame::put_head(&mut e, 0, kind::CONTINUATION, 0, 1);
+                if c.write_all(&e).await.is_err() {
+                    break;
+                }
+            }
+        };
+        let ended = tokio::select! {
+            _ = task => true,
+            () = keep => false,
+        };
+        assert!(ended);
+    }
 }
