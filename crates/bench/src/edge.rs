@@ -325,7 +325,9 @@ pub fn run(b: EdgeBench) -> crate::Result<()> {
     Store::open(&store_path)?.put_pages(&pages, "bench", 0)?;
     let edge_port = free_port()?;
     let mut cfg = format!(
-        "[dns]\nlisten = \"127.0.0.1:{edge_port}\"\nudp_sockets = {workers}\n\
+        // One source at the peak rate: response-rate limiting would measure
+        // itself, so it is off (NSD runs without it too).
+        "[dns]\nlisten = \"127.0.0.1:{edge_port}\"\nudp_sockets = {workers}\nrrl_responses_per_s = 0\n\
          [admin]\nlisten = \"127.0.0.1:0\"\n[store]\npath = \"{}\"\n\
          [monitor]\nevery_s = 86400\n[zone]\n",
         store_path.display()

@@ -303,6 +303,16 @@ fn metrics(edge: &Edge) -> String {
         get(&m.tcp_refused),
     );
     counter(
+        "mewa_edge_rrl_slipped_total",
+        "UDP answers over the rate limit sent empty with TC=1.",
+        get(&m.rrl_slipped),
+    );
+    counter(
+        "mewa_edge_rrl_dropped_total",
+        "UDP answers over the rate limit not sent.",
+        get(&m.rrl_dropped),
+    );
+    counter(
         "mewa_edge_query_counts_dropped_total",
         "Hint requests not counted for popularity (too many pages between two flushes).",
         get(&m.counts_dropped),

@@ -88,6 +88,11 @@ impl Edge {
             tcp_timeout: Duration::from_secs(config.dns.tcp_timeout_s),
             tcp_max_lifetime: Duration::from_secs(config.dns.tcp_max_lifetime_s),
             max_forwarding: config.dns.max_forwarding,
+            rrl: crate::rrl::RrlConfig {
+                responses_per_s: config.dns.rrl_responses_per_s,
+                slip: config.dns.rrl_slip,
+                ..crate::rrl::RrlConfig::default()
+            },
         });
         let sockets = match config.dns.udp_sockets {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),

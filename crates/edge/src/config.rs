@@ -38,6 +38,12 @@ tcp_timeout_s = 10
 tcp_max_lifetime_s = 120
 # Most queries forwarded to the upstream at once (more get no answer).
 max_forwarding = 256
+# Response-rate limiting of UDP answers per source /24 (IPv6 /56): a hint
+# answer is 20 times its query, so forged sources must not make the edge an
+# amplifier. Over the rate every rrl_slip-th answer goes out empty with TC=1
+# (real clients retry over TCP), the rest are dropped; 0 turns it off.
+rrl_responses_per_s = 200
+rrl_slip = 2
 
 # Hosts answered authoritatively: name = [addresses]. In the lab: the corpus
 # hosts pointing at the origin.
@@ -172,6 +178,10 @@ pub struct DnsConfig {
     pub tcp_max_lifetime_s: u64,
     /// Most queries forwarded upstream at once.
     pub max_forwarding: usize,
+    /// UDP answers per second per source prefix; 0 = no limit.
+    pub rrl_responses_per_s: u32,
+    /// Every this many answers over the rate, one goes out truncated.
+    pub rrl_slip: u32,
 }
 
 impl Default for DnsConfig {
@@ -197,6 +207,8 @@ impl Default for DnsConfig {
             tcp_timeout_s: 10,
             tcp_max_lifetime_s: 120,
             max_forwarding: 256,
+            rrl_responses_per_s: 200,
+            rrl_slip: 2,
         }
     }
 }

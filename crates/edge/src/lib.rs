@@ -31,6 +31,7 @@ pub mod dns;
 
 pub mod hints;
 pub mod monitor;
+pub mod rrl;
 pub mod server;
 pub mod state;
 pub mod store;

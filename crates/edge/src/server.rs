@@ -23,7 +23,7 @@
 //!   flushed to the store by the caller ([`EdgeDns::take_counts`]).
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -35,6 +35,7 @@ use tokio::task::JoinSet;
 use crate::config::Net;
 use crate::dns::{Answered, HintServed, Outcome, Responder, Transport};
 use crate::hints::HintBook;
+use crate::rrl::Verdict;
 
 /// How long an upstream may take to answer a forwarded query.
 const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(2);
@@ -53,6 +54,8 @@ pub struct Limits {
     pub tcp_max_lifetime: Duration,
     /// Most queries forwarded upstream at once.
     pub max_forwarding: usize,
+    /// Response-rate limiting of UDP answers per source prefix.
+    pub rrl: crate::rrl::RrlConfig,
 }
 
 impl Default for Limits {
@@ -63,6 +66,7 @@ impl Default for Limits {
             tcp_timeout: Duration::from_secs(10),
             tcp_max_lifetime: Duration::from_secs(120),
             max_forwarding: 256,
+            rrl: crate::rrl::RrlConfig::default(),
         }
     }
 }
@@ -113,6 +117,10 @@ pub struct Metrics {
     /// TCP connections closed on accept: [`Limits::tcp_max_connections`]
     /// were open.
     pub tcp_refused: AtomicU64,
+    /// UDP answers over the rate sent empty with TC=1 ([`crate::rrl`]).
+    pub rrl_slipped: AtomicU64,
+    /// UDP answers over the rate not sent.
+    pub rrl_dropped: AtomicU64,
 }
 
 impl Metrics {
@@ -166,6 +174,10 @@ pub struct EdgeDns {
     /// Most pages counted between two flushes ([`EdgeDns::limit_counted`]).
     max_counted: std::sync::atomic::AtomicUsize,
     limits: RwLock<Limits>,
+    /// UDP answers per source prefix ([`Limits::rrl`]).
+    rrl: Mutex<crate::rrl::Rrl>,
+    /// The clock of [`EdgeDns::rrl`].
+    started: std::time::Instant,
     /// Room for queries forwarded at once ([`Limits::max_forwarding`]).
     forwarding: RwLock<Arc<tokio::sync::Semaphore>>,
     /// The counters.
@@ -189,6 +201,8 @@ impl EdgeDns {
             counts: Mutex::new(HashMap::new()),
             max_counted: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_COUNTED),
             limits: RwLock::new(Limits::default()),
+            rrl: Mutex::new(crate::rrl::Rrl::new(crate::rrl::RrlConfig::default())),
+            started: std::time::Instant::now(),
             forwarding: RwLock::new(Arc::new(tokio::sync::Semaphore::new(
                 Limits::default().max_forwarding,
             ))),
@@ -203,8 +217,31 @@ impl EdgeDns {
         if let Ok(mut f) = self.forwarding.write() {
             *f = Arc::new(tokio::sync::Semaphore::new(l.max_forwarding.max(1)));
         }
+        if let Ok(mut r) = self.rrl.lock() {
+            *r = crate::rrl::Rrl::new(l.rrl);
+        }
         if let Ok(mut m) = self.limits.write() {
             *m = l;
+        }
+    }
+
+    /// What goes back over UDP to `from` for the answer `reply`: itself,
+    /// its empty truncated form, or nothing ([`crate::rrl`]).
+    pub fn udp_reply(&self, reply: Vec<u8>, from: IpAddr) -> Option<Vec<u8>> {
+        let verdict = match self.rrl.lock() {
+            Ok(mut r) => r.check(from, self.started.elapsed()),
+            Err(_) => Verdict::Send,
+        };
+        match verdict {
+            Verdict::Send => Some(reply),
+            Verdict::Truncate => {
+                self.metrics.rrl_slipped.fetch_add(1, Ordering::Relaxed);
+                crate::rrl::slipped(&reply)
+            }
+            Verdict::Drop => {
+                self.metrics.rrl_dropped.fetch_add(1, Ordering::Relaxed);
+                None
+            }
         }
     }
 
@@ -511,8 +548,10 @@ fn serve_udp(
             let a = dns.answer(query, Transport::Udp, from);
             match a.outcome {
                 Outcome::Reply(bytes) => {
-                    replies.push(bytes);
-                    to.push(Some(SockaddrStorage::from(from)));
+                    if let Some(bytes) = dns.udp_reply(bytes, from.ip()) {
+                        replies.push(bytes);
+                        to.push(Some(SockaddrStorage::from(from)));
+                    }
                 }
                 Outcome::Forward => {
                     let Ok(reply_sock) = sock.try_clone() else {
@@ -520,7 +559,8 @@ fn serve_udp(
                     };
                     let (dns, q) = (dns.clone(), query.to_vec());
                     rt.spawn(async move {
-                        if let Some(r) = dns.forward(&q).await {
+                        let r = dns.forward(&q).await;
+                        if let Some(r) = r.and_then(|r| dns.udp_reply(r, from.ip())) {
                             let _ = reply_sock.send_to(&r, from);
                         }
                     });

@@ -361,3 +361,49 @@ async fn forwarding_is_capped() {
     drop(mute);
     e.task.abort();
 }
+
+/// Response-rate limiting over a real socket: past the rate, every second
+/// answer comes back empty with TC=1 (a real client retries over TCP) and
+/// the others not at all.
+#[tokio::test]
+async fn udp_answers_over_the_rate_slip_or_drop() {
+    let limits = Limits {
+        rrl: mewa_edge::rrl::RrlConfig {
+            responses_per_s: 10,
+            slip: 2,
+            max_prefixes: 1000,
+        },
+        ..Limits::default()
+    };
+    let e = start_with(None, &[], limits).await;
+    let s = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let q = query(
+        "www.a.example.",
+        RecordType::A,
+        Some(1232),
+        Some("http://www.a.example/"),
+    );
+    for _ in 0..14 {
+        s.send_to(&q, e.addr).await.unwrap();
+    }
+    let (mut full, mut truncated) = (0, 0);
+    let mut buf = vec![0u8; 65_535];
+    while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(500), s.recv(&mut buf)).await {
+        let m = Message::from_vec(&buf[..n]).unwrap();
+        if m.metadata.truncation {
+            assert!(m.answers.is_empty() && hint_of(&m).is_none(), "{m:?}");
+            truncated += 1;
+        } else {
+            assert!(hint_of(&m).is_some());
+            full += 1;
+        }
+    }
+    assert_eq!((full, truncated), (10, 2));
+    let m = &e.dns.metrics;
+    assert_eq!(m.rrl_slipped.load(std::sync::atomic::Ordering::Relaxed), 2);
+    assert_eq!(m.rrl_dropped.load(std::sync::atomic::Ordering::Relaxed), 2);
+    // Over TCP the client is answered in full.
+    let r = Message::from_vec(&tcp(e.addr, &q).await).unwrap();
+    assert!(hint_of(&r).is_some());
+    e.task.abort();
+}

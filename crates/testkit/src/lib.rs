@@ -170,7 +170,8 @@ pub struct EdgeSpec {
     /// The edge's largest UDP answer, and its largest compact one (the
     /// hint by hash, the URL list over TCP): 1232 and 1000 by default.
     pub udp_payload: (u16, u16),
-    /// The server's limits (the edge config's defaults).
+    /// The server's limits (the edge config's defaults, response-rate
+    /// limiting off).
     pub limits: Limits,
 }
 
@@ -187,7 +188,15 @@ impl EdgeSpec {
             now_unix_s: mewa_hint::now_unix_s(),
             udp_sockets: 1,
             udp_payload: (1232, mewa_edge::dns::COMPACT_UDP_PAYLOAD),
-            limits: Limits::default(),
+            // Tests send many queries from one address; the limiter's own
+            // test turns it on.
+            limits: Limits {
+                rrl: mewa_edge::rrl::RrlConfig {
+                    responses_per_s: 0,
+                    ..mewa_edge::rrl::RrlConfig::default()
+                },
+                ..Limits::default()
+            },
         }
     }
 
