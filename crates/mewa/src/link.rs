@@ -126,6 +126,10 @@ struct LinkArgs {
     /// Print the setup and the link's counters on stderr.
     #[arg(short, long)]
     verbose: bool,
+    /// Run the program as root even when mewa was started with sudo (by
+    /// default it runs as the user who ran sudo: SUDO_UID and SUDO_GID).
+    #[arg(long)]
+    keep_root: bool,
     /// The program to run inside and its arguments, after `--`; $SHELL when
     /// none is given.
     #[arg(last = true, value_name = "PROGRAM")]
@@ -212,6 +216,14 @@ impl LinkArgs {
     }
 }
 
+/// The user and group that ran `sudo` (SUDO_UID, SUDO_GID), if mewa runs
+/// as root under sudo for another user.
+fn sudo_user() -> Option<(u32, u32)> {
+    let id = |k: &str| std::env::var(k).ok()?.parse::<u32>().ok();
+    let (uid, gid) = (id("SUDO_UID")?, id("SUDO_GID")?);
+    (uid != 0).then_some((uid, gid))
+}
+
 /// Host names: the program's namespace and this machine.
 const INSIDE: &str = "link";
 const OUTSIDE: &str = "host";
@@ -258,13 +270,26 @@ fn shell(args: LinkArgs) -> anyhow::Result<ExitCode> {
         );
     }
     // setpriv --pdeathsig: if mewa is killed (even SIGKILL), so is the
-    // program, instead of living on in a namespace nobody tears down.
-    let mut cmd = match mewa_bench::util::find_program("setpriv") {
+    // program, instead of living on in a namespace nobody tears down. Under
+    // sudo it also drops to the user who ran sudo: the namespaces need
+    // root, the program does not.
+    let drop_to = (!args.keep_root).then(sudo_user).flatten();
+    let mut cmd = match runtime::system_tool("setpriv") {
         Some(setpriv) => {
             let mut c = topo.command(INSIDE, setpriv)?;
-            c.args(["--pdeathsig", "KILL", "--"]).arg(&program);
+            c.args(["--pdeathsig", "KILL"]);
+            if let Some((uid, gid)) = drop_to {
+                c.arg(format!("--reuid={uid}"))
+                    .arg(format!("--regid={gid}"))
+                    .arg("--clear-groups");
+            }
+            c.arg("--").arg(&program);
             c
         }
+        None if drop_to.is_some() => bail!(
+            "mewa link: cannot run the program as the user who ran sudo without setpriv \
+             (apt-get install util-linux), or pass --keep-root"
+        ),
         None => topo.command(INSIDE, &program)?,
     };
     cmd.args(&rest)

@@ -216,6 +216,27 @@ fn link_runs_a_program_and_passes_its_exit_code() {
 }
 
 #[test]
+fn link_runs_the_program_as_the_user_who_ran_sudo() {
+    if !privileged("link_runs_the_program_as_the_user_who_ran_sudo") {
+        return;
+    }
+    let ids = |extra: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_mewa"))
+            .arg("link")
+            .args(extra)
+            .args(["--", "sh", "-c", "echo $(id -u) $(id -g)"])
+            .env("SUDO_UID", "65534")
+            .env("SUDO_GID", "65534")
+            .output()
+            .expect("run mewa link");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    assert_eq!(ids(&[]), "65534 65534");
+    assert_eq!(ids(&["--keep-root"]), "0 0");
+}
+
+#[test]
 fn killed_link_run_is_cleaned_up_by_the_next() {
     if !privileged("killed_link_run_is_cleaned_up_by_the_next") {
         return;

@@ -31,7 +31,10 @@ use std::path::PathBuf;
 pub use emulator::LinkStats;
 pub use netns::{cleanup_stale, CleanupReport};
 pub use signals::{forward_signals, teardown_on_signals, SignalForwarder};
-pub use sys::{cpu_time, set_tcp_congestion, tcp_connect_with, tcp_listener_with, CpuClock};
+pub use sys::{
+    cpu_time, set_tcp_congestion, tcp_connect_with, tcp_listener_with, which as system_tool,
+    CpuClock,
+};
 pub use topology::{LinkOptions, Topology, TopologyBuilder};
 
 /// Why the runtime could not do what was asked.

@@ -35,12 +35,14 @@ pub(crate) fn has_net_privileges() -> bool {
     has(CAP_NET_ADMIN) && has(CAP_SYS_ADMIN)
 }
 
-/// The path of an executable on `PATH` (or in the sbin directories, which a
-/// non-login root shell may lack).
-pub(crate) fn which(tool: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from))
+/// The absolute path of a system tool (`ip`, `nsenter`, `setpriv`), from
+/// the system's directories.
+pub fn which(tool: &str) -> Option<PathBuf> {
+    // The system's directories only, never $PATH: mewa runs these as root,
+    // and a PATH kept through sudo could name a user's `ip`.
+    ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+        .map(PathBuf::from)
+        .into_iter()
         .map(|d| d.join(tool))
         .find(|p| p.is_file())
 }
