@@ -753,3 +753,59 @@ async fn allow_from_refuses_other_peers() {
         1
     );
 }
+
+/// Lookups at the edge are capped: six hosts asked for at once through a
+/// proxy allowed two lookups reach a slow edge two at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookups_at_the_edge_are_capped() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let edge = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+    let edge_addr = edge.local_addr().unwrap();
+    let (now, most, seen) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    {
+        let (now, most, seen) = (now.clone(), most.clone(), seen.clone());
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 2048];
+            while let Ok((n, from)) = edge.recv_from(&mut buf).await {
+                let q = hickory_proto::op::Message::from_vec(&buf[..n]).unwrap();
+                let (edge, now, most) = (edge.clone(), now.clone(), most.clone());
+                seen.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let in_flight = now.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(in_flight, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(150)).await;
+                    now.fetch_sub(1, Ordering::SeqCst);
+                    let mut r =
+                        hickory_proto::op::Message::response(q.metadata.id, q.metadata.op_code);
+                    r.add_queries(q.queries.clone());
+                    let _ = edge.send_to(&r.to_vec().unwrap(), from).await;
+                });
+            }
+        });
+    }
+    let mut cfg = ProxyConfig::new(edge_addr, 32e6);
+    cfg.lookups = mewa_client::proxy::LookupLimit::new(2);
+    cfg.prefetch = false;
+    cfg.origin_port = 9;
+    let proxy = Proxy::new(cfg);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let paddr = listener.local_addr().unwrap();
+    tokio::spawn(proxy.clone().serve(listener));
+    let asks: Vec<_> = (0..6)
+        .map(|i| {
+            tokio::spawn(async move {
+                get(paddr, &format!("http://h{i}.example:9/x.png"), "GET", "*/*").await
+            })
+        })
+        .collect();
+    for a in asks {
+        // No addresses: each fails upstream, after its lookup.
+        assert_eq!(a.await.unwrap().0, http::StatusCode::BAD_GATEWAY);
+    }
+    assert_eq!(seen.load(Ordering::SeqCst), 6);
+    assert_eq!(most.load(Ordering::SeqCst), 2, "lookups at once");
+}

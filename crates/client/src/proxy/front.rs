@@ -240,7 +240,9 @@ impl Proxy {
             return Ok(s);
         }
         tracing::debug!("proxy: {url}: resolving (document: {is_document})");
+        let room = self.cfg.lookups.room().await;
         let r = lookup(&self.cfg, host, url, is_document).await?;
+        drop(room);
         tracing::debug!("proxy: {url}: resolved in {:?}", r.rtt);
         if !is_document {
             let mut map = self.sessions.lock().await;

@@ -132,6 +132,44 @@ pub struct ProxyConfig {
     /// largest shared recording (169 objects), like a server's
     /// `SETTINGS_MAX_CONCURRENT_STREAMS`.
     pub max_prefetches: usize,
+    /// Lookups at the edge at once, the browser's and the prefetch's
+    /// together ([`LookupLimit`]).
+    pub lookups: LookupLimit,
+}
+
+/// Most lookups at the edge a proxy has under way at once: a hint's URL
+/// list (up to [`MAX_PREFETCH_HOSTS`] hosts a page) or a page with many
+/// hosts must not turn into an unbounded fan-out of DNS queries over the
+/// radio. Shared by the clones of one [`ProxyConfig`].
+#[derive(Debug, Clone)]
+pub struct LookupLimit(std::sync::Arc<tokio::sync::Semaphore>);
+
+/// [`LookupLimit`]'s default: above any page's hosts in the shared
+/// recordings (42).
+pub const DEFAULT_MAX_LOOKUPS: usize = 64;
+
+impl LookupLimit {
+    /// At most `n` lookups at once (at least one).
+    pub fn new(n: usize) -> LookupLimit {
+        LookupLimit(std::sync::Arc::new(tokio::sync::Semaphore::new(n.max(1))))
+    }
+
+    /// Waits for room for one lookup; the room comes back when the permit
+    /// is dropped.
+    pub async fn room(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.0.clone().acquire_owned().await.ok()
+    }
+
+    /// Lookups that may start now.
+    pub fn available(&self) -> usize {
+        self.0.available_permits()
+    }
+}
+
+impl Default for LookupLimit {
+    fn default() -> Self {
+        LookupLimit::new(DEFAULT_MAX_LOOKUPS)
+    }
 }
 
 /// [`ProxyConfig::max_prefetches`]'s default.
@@ -159,6 +197,7 @@ impl ProxyConfig {
             session_idle: Duration::from_secs(10),
             timeout: Duration::from_secs(5),
             max_prefetches: DEFAULT_MAX_PREFETCHES,
+            lookups: LookupLimit::default(),
         }
     }
 

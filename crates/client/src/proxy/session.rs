@@ -463,6 +463,7 @@ struct PendingPrefetch {
     urls: Urls,
     edge: SocketAddr,
     timeout: Duration,
+    lookups: super::LookupLimit,
 }
 
 /// The URL list: in hand, or on its way over TCP from the edge.
@@ -749,11 +750,13 @@ impl Session {
                     urls: Urls::Later(l),
                     edge: cfg.edge,
                     timeout: cfg.timeout,
+                    lookups: cfg.lookups.clone(),
                 }),
                 (Ok(p), _) if prefetching => Some(PendingPrefetch {
                     urls: Urls::Ready(p.urls.clone()),
                     edge: cfg.edge,
                     timeout: cfg.timeout,
+                    lookups: cfg.lookups.clone(),
                 }),
                 (_, Some(l)) => {
                     l.abort();
@@ -789,7 +792,7 @@ impl Session {
             return;
         };
         match p.urls {
-            Urls::Ready(urls) => self.start_prefetch(urls, p.edge, p.timeout),
+            Urls::Ready(urls) => self.start_prefetch(urls, p.edge, p.timeout, p.lookups),
             Urls::Later(handle) => {
                 let me = self.clone();
                 tokio::spawn(async move {
@@ -800,7 +803,7 @@ impl Session {
                     match urls {
                         Ok((urls, at)) => {
                             lock(&me.timeline).urls = Some(at);
-                            me.start_prefetch(urls, p.edge, p.timeout);
+                            me.start_prefetch(urls, p.edge, p.timeout, p.lookups);
                         }
                         Err(why) => {
                             tracing::info!("proxy: {}: no URL list ({why})", me.page_url);
@@ -819,7 +822,13 @@ impl Session {
     /// those hosts' sessions, which the proxy opens as the browser would
     /// ([`MAX_PREFETCH_HOSTS`] at most); without an opener they are left to
     /// the browser.
-    fn start_prefetch(self: &Arc<Self>, list: UrlList, edge: SocketAddr, timeout: Duration) {
+    fn start_prefetch(
+        self: &Arc<Self>,
+        list: UrlList,
+        edge: SocketAddr,
+        timeout: Duration,
+        lookups: super::LookupLimit,
+    ) {
         self.page.learn_priorities(list.priorities);
         let mut by_host: HashMap<String, Vec<String>> = HashMap::new();
         let mut order: Vec<String> = Vec::new();
@@ -847,9 +856,13 @@ impl Session {
             }
             let me = self.clone();
             let opener = opener.clone();
+            let lookups = lookups.clone();
             tokio::spawn(async move {
+                let room = lookups.room().await;
+                let resolved = resolve_address(edge, &host, timeout).await;
+                drop(room);
                 let same = matches!(
-                    resolve_address(edge, &host, timeout).await,
+                    resolved,
                     Ok(r) if r.addrs.first() == Some(&me.addr.ip())
                 );
                 if same {
