@@ -54,6 +54,8 @@ pub struct Bound {
     udp: Vec<std::net::UdpSocket>,
     tcp: TcpListener,
     admin: TcpListener,
+    /// The tracer's egress filter, when the tracer is on.
+    egress: Option<TcpListener>,
     /// Where DNS listens (UDP and TCP).
     pub dns_addr: SocketAddr,
     /// Where the admin API listens.
@@ -118,6 +120,19 @@ impl Edge {
                 error,
             })?;
         let admin_addr = admin.local_addr().unwrap_or(config.admin.listen);
+        let egress_at = SocketAddr::from(([127, 0, 0, 1], 0));
+        let egress = match config.tracer.enabled {
+            true => Some(
+                TcpListener::bind(egress_at)
+                    .await
+                    .map_err(|error| EdgeError::Bind {
+                        what: "the tracer's egress filter",
+                        addr: egress_at,
+                        error,
+                    })?,
+            ),
+            false => None,
+        };
         let edge = Edge {
             config: Arc::new(config),
             store: Arc::new(Mutex::new(store)),
@@ -125,6 +140,7 @@ impl Edge {
             zone: Arc::new(zone),
             tracer_runs: Arc::default(),
             tracer_errors: Arc::default(),
+            egress: Arc::default(),
             probe_failures: Arc::default(),
             failing: Arc::default(),
             trace_failing: Arc::default(),
@@ -135,18 +151,40 @@ impl Edge {
                 udp,
                 tcp,
                 admin,
+                egress,
                 dns_addr,
                 admin_addr,
             },
         ))
     }
 
+    /// The tracer's egress filter ([`crate::egress`]) to run, if the
+    /// tracer is on and the filter is not taken yet: from then on
+    /// [`Edge::trace_options`] sends the browser through it. [`Edge::serve`]
+    /// runs it; a caller that traces without serving spawns it first.
+    pub fn egress_filter(
+        &self,
+        bound: &mut Bound,
+    ) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+        let l = bound.egress.take()?;
+        let policy = Arc::new(crate::egress::EgressPolicy::new(
+            self.zone.clone(),
+            [bound.dns_addr.ip(), bound.admin_addr.ip()],
+        ));
+        let addr = l.local_addr().ok()?;
+        self.egress.set((addr, policy.clone())).ok()?;
+        Some(crate::egress::serve(l, policy))
+    }
+
     /// Serves until `shutdown` completes, then flushes the query counts.
-    pub async fn serve(self, bound: Bound, shutdown: impl std::future::Future<Output = ()>) {
+    pub async fn serve(self, mut bound: Bound, shutdown: impl std::future::Future<Output = ()>) {
         if let Err(e) = self.rebuild().await {
             tracing::warn!(error = %e, "edge: building hints failed");
         }
         let mut tasks = JoinSet::new();
+        if let Some(filter) = self.egress_filter(&mut bound) {
+            tasks.spawn(filter);
+        }
         tasks.spawn(server::serve(self.dns.clone(), bound.udp, bound.tcp));
         tasks.spawn(crate::admin::serve(self.clone(), bound.admin));
         let e = self.clone();

@@ -28,6 +28,7 @@ pub mod admin;
 pub mod app;
 pub mod config;
 pub mod dns;
+pub mod egress;
 
 pub mod hints;
 pub mod monitor;

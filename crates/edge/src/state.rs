@@ -44,6 +44,8 @@ pub struct Edge {
     /// Pages whose last trace failed, likewise logged on entering and
     /// leaving.
     pub(crate) trace_failing: Arc<Mutex<std::collections::HashSet<String>>>,
+    /// The tracer's SOCKS5 egress filter ([`crate::egress`]), once serving.
+    pub egress: Arc<std::sync::OnceLock<(std::net::SocketAddr, Arc<crate::egress::EgressPolicy>)>>,
 }
 
 /// Why a store job (a read or write on the blocking pool) failed.
@@ -209,9 +211,16 @@ impl Edge {
                 .iter()
                 .map(|(h, a)| (h.trim_end_matches('.'), a.as_slice())),
         );
+        let mut extra_args: Vec<String> = rules.into_iter().collect();
+        // Every request of the browser through the egress filter, loopback
+        // included (Chromium bypasses proxies for it by default).
+        if let Some((addr, _)) = self.egress.get() {
+            extra_args.push(format!("proxy-server=socks5://{addr}"));
+            extra_args.push("proxy-bypass-list=<-loopback>".into());
+        }
         TraceOptions {
             timeout: Duration::from_secs(self.config.tracer.timeout_s),
-            extra_args: rules.into_iter().collect(),
+            extra_args,
             ..TraceOptions::default()
         }
     }

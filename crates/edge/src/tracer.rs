@@ -431,28 +431,35 @@ pub fn host_resolver_rules<'a>(
 ///
 /// Popular pages are whatever clients ask hints for, so without a check any
 /// client could make the edge's browser fetch from inside the edge's network
-/// (request forgery) and read the object sizes back in a hint. Refused: other
-/// schemes than http(s); hosts that are IP addresses, including the forms a
-/// browser reads as IPv4 (a last label of digits or `0x…`: `0x7f.1`,
-/// `2130706433`); `localhost` and `*.localhost` (Chromium answers them with
-/// loopback itself); single-label names. A DNS name that resolves to a
-/// private address is not caught here: run the edge's Chromium where it
-/// reaches only what clients may reach anyway.
+/// (request forgery) and read the object sizes back in a hint. The URL is
+/// parsed as a browser parses it (WHATWG URL Standard, the `url` crate), so
+/// that the host checked is the host Chromium would connect to: a textual
+/// check let `http://127.0.0.1\@a.example/` (a backslash is a slash),
+/// `http://127.0.0%2e1/` (percent-decoded hosts) and `http://127.0.0.１/`
+/// (full-width digits, mapped by IDNA) through. Refused: other schemes than
+/// http(s); URLs with credentials; hosts that are IP addresses in any form
+/// the standard reads as one (`2130706433`, `0x7f.1`, `0177.0.0.1`);
+/// `localhost` and `*.localhost` (Chromium answers them with loopback
+/// itself); single-label names. A DNS name that resolves to a private
+/// address is not caught here: run the edge's Chromium where it reaches
+/// only what clients may reach anyway.
 pub fn popular_url_refusal(url: &str) -> Option<&'static str> {
-    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
-    if !matches!(scheme.as_deref(), Some("http" | "https")) {
+    let Ok(u) = url::Url::parse(url) else {
+        return Some("not a URL a browser would load");
+    };
+    if !matches!(u.scheme(), "http" | "https") {
         return Some("not an http(s) URL");
     }
-    let Some(host) = host_of(url) else {
-        return Some("no host");
-    };
-    let host = host.trim_end_matches('.');
-    if host.parse::<std::net::IpAddr>().is_ok() {
-        return Some("the host is an IP address");
+    if !u.username().is_empty() || u.password().is_some() {
+        return Some("the URL carries credentials");
     }
-    let last = host.rsplit('.').next().unwrap_or(host);
-    if last.bytes().all(|b| b.is_ascii_digit()) || last.starts_with("0x") {
-        return Some("the host is an IP address");
+    let host = match u.host() {
+        None => return Some("no host"),
+        Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)) => return Some("the host is an IP address"),
+        Some(url::Host::Domain(d)) => d.trim_end_matches('.'),
+    };
+    if host.is_empty() {
+        return Some("no host");
     }
     if host == "localhost" || host.ends_with(".localhost") {
         return Some("the host is the edge itself");
@@ -998,6 +1005,15 @@ mod tests {
             "http://admin.localhost/",
             "http://intranet/",
             "http:///nohost",
+            // Forms a textual filter let through (issue 18).
+            "http://127.0.0.1\\@a.example/",
+            "http://127.0.0%2e1/",
+            "http://127.0.0.\u{ff11}/",
+            "http://0177.0.0.1/",
+            "http://[::ffff:127.0.0.1]/",
+            "http://user:pw@a.example/",
+            "http://a.example@127.0.0.1/",
+            "http://LOCALHOST./",
         ] {
             assert!(popular_url_refusal(bad).is_some(), "{bad}");
         }

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use mewa_corpus::{generate, generate_with, Corpus, Options, Page, Preset};
 use mewa_edge::app::{with_store, Edge};
@@ -241,7 +242,10 @@ async fn the_edge_traces_its_popular_pages() {
         )
         .unwrap()
     };
-    let (edge, _bound) = Edge::bind(config(&chromium, "edge.sqlite")).await.unwrap();
+    let (edge, mut bound) = Edge::bind(config(&chromium, "edge.sqlite")).await.unwrap();
+    // The browser goes through the egress filter, which lets it reach the
+    // zone's origin (a loopback address, allowed as the zone's).
+    let filter = tokio::spawn(edge.egress_filter(&mut bound).expect("the tracer is on"));
     let main = page.main.clone();
     let popular = vec![
         (main.clone(), 5),
@@ -269,6 +273,26 @@ async fn the_edge_traces_its_popular_pages() {
     assert_eq!(stored.source, "tracer");
     assert_eq!(stored.meta.objects.len(), page.objects.len());
     assert!(stored.meta.computation_ms.is_some());
+    let (_, policy) = edge.egress.get().expect("filter serving");
+    assert!(policy.connected.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+    // Through the filter the browser cannot reach a loopback address that
+    // is not the zone's, even when asked for it directly.
+    let inside = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let inside_url = format!("http://127.0.0.1:{}/", inside.local_addr().unwrap().port());
+    let reached = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let r2 = reached.clone();
+    tokio::spawn(async move {
+        if inside.accept().await.is_ok() {
+            r2.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    let _ = trace_page(Path::new(&chromium), &inside_url, &edge.trace_options()).await;
+    assert!(
+        !reached.load(std::sync::atomic::Ordering::Relaxed),
+        "the traced browser reached {inside_url}"
+    );
+    assert!(policy.refused.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+    filter.abort();
 
     let (edge, _bound) = Edge::bind(config("/nonexistent/chromium", "other.sqlite"))
         .await

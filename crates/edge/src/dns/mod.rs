@@ -66,6 +66,11 @@ impl Zone {
         self.hosts.get(&normalize(host)).map(Vec::as_slice)
     }
 
+    /// Every address of every host.
+    pub fn addresses(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        self.hosts.values().flatten().copied()
+    }
+
     /// [`Zone::get`] for a name already in lower case without the trailing
     /// dot (the fast path builds it so, without allocating).
     pub(crate) fn get_normalized(&self, host: &str) -> Option<&[IpAddr]> {
