@@ -235,19 +235,15 @@ async fn handshake(s: &mut TcpStream, policy: &EgressPolicy) -> std::io::Result<
         s.write_all(&fail(reply::NOT_ALLOWED)).await?;
         return Ok(None);
     }
-    let mut last = None;
     for a in addrs {
-        match tokio::time::timeout(HANDSHAKE, TcpStream::connect(SocketAddr::new(a, port))).await {
-            Ok(Ok(up)) => {
-                policy.connected.fetch_add(1, Ordering::Relaxed);
-                s.write_all(&[5, reply::OK, 0, 1, 0, 0, 0, 0, 0, 0]).await?;
-                return Ok(Some(up));
-            }
-            Ok(Err(e)) => last = Some(e),
-            Err(_) => {}
+        let connected =
+            tokio::time::timeout(HANDSHAKE, TcpStream::connect(SocketAddr::new(a, port))).await;
+        if let Ok(Ok(up)) = connected {
+            policy.connected.fetch_add(1, Ordering::Relaxed);
+            s.write_all(&[5, reply::OK, 0, 1, 0, 0, 0, 0, 0, 0]).await?;
+            return Ok(Some(up));
         }
     }
-    let _ = last;
     s.write_all(&fail(reply::FAILURE)).await?;
     Ok(None)
 }

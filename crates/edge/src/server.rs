@@ -171,7 +171,8 @@ pub struct EdgeDns {
     forward_from: Vec<Net>,
     upstream: Option<SocketAddr>,
     counts: Mutex<HashMap<String, u64>>,
-    /// Most pages counted between two flushes ([`EdgeDns::limit_counted`]).
+    /// [`Limits::max_counted`], read on every counted query without the
+    /// lock ([`EdgeDns::limit_counted`] keeps both in step).
     max_counted: std::sync::atomic::AtomicUsize,
     limits: RwLock<Limits>,
     /// UDP answers per source prefix ([`Limits::rrl`]).
@@ -213,7 +214,7 @@ impl EdgeDns {
     /// Sets every limit (before serving: connections and forwards already
     /// under way keep the old ones).
     pub fn set_limits(&self, l: Limits) {
-        self.limit_counted(l.max_counted);
+        self.max_counted.store(l.max_counted, Ordering::Relaxed);
         if let Ok(mut f) = self.forwarding.write() {
             *f = Arc::new(tokio::sync::Semaphore::new(l.max_forwarding.max(1)));
         }
@@ -255,6 +256,9 @@ impl EdgeDns {
     /// without limit. Pages already counted keep counting.
     pub fn limit_counted(&self, n: usize) {
         self.max_counted.store(n, Ordering::Relaxed);
+        if let Ok(mut l) = self.limits.write() {
+            l.max_counted = n;
+        }
     }
 
     /// Puts counts taken by [`EdgeDns::take_counts`] back, when writing them
