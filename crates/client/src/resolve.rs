@@ -112,11 +112,12 @@ fn query_name(host: &str) -> Result<Name, ResolveError> {
 /// The query the client sends: `A host` with the hint request for
 /// `page_url` in its OPT record (advertising 1232 bytes), and its ID.
 pub fn hint_query(host: &str, page_url: &str) -> Result<(u16, Vec<u8>), ResolveError> {
-    query(host, Some(page_url))
+    query(host, Some(page_url)).map(|(id, bytes, _)| (id, bytes))
 }
 
-/// `A host`, with the hint request for `page_url` when there is one.
-fn query(host: &str, page_url: Option<&str>) -> Result<(u16, Vec<u8>), ResolveError> {
+/// `A host`, with the hint request for `page_url` when there is one: its
+/// ID, its bytes and the name asked (to check the answer's question).
+fn query(host: &str, page_url: Option<&str>) -> Result<(u16, Vec<u8>, Name), ResolveError> {
     let bad = |what: &str, why: String| ResolveError::Query {
         what: what.to_string(),
         why,
@@ -126,7 +127,7 @@ fn query(host: &str, page_url: Option<&str>) -> Result<(u16, Vec<u8>), ResolveEr
     let id = query_id()?;
     m.metadata.id = id;
     m.metadata.recursion_desired = true;
-    m.add_query(Query::query(name, RecordType::A));
+    m.add_query(Query::query(name.clone(), RecordType::A));
     let mut e = Edns::new();
     e.set_max_payload(1232);
     if let Some(page_url) = page_url {
@@ -140,7 +141,7 @@ fn query(host: &str, page_url: Option<&str>) -> Result<(u16, Vec<u8>), ResolveEr
     }
     m.set_edns(e);
     let bytes = m.to_vec().map_err(|e| bad(host, e.to_string()))?;
-    Ok((id, bytes))
+    Ok((id, bytes, name))
 }
 
 /// Whether `m` answers our query `id` for `A host`: same ID, a response,
@@ -188,8 +189,7 @@ async fn exchange(
     page_url: Option<&str>,
     timeout: Duration,
 ) -> Result<Resolved, ResolveError> {
-    let (id, q) = query(host, page_url)?;
-    let name = query_name(host)?;
+    let (id, q, name) = query(host, page_url)?;
     let io = |error| ResolveError::Io { edge, error };
     let bind: SocketAddr = if edge.is_ipv4() {
         ([0, 0, 0, 0], 0).into()
@@ -264,8 +264,7 @@ pub async fn fetch_over_tcp(
     page_url: &str,
     timeout: Duration,
 ) -> Result<Resolved, ResolveError> {
-    let (id, q) = hint_query(host, page_url)?;
-    let name = query_name(host)?;
+    let (id, q, name) = query(host, Some(page_url))?;
     let t0 = Instant::now();
     let m = tcp_exchange(edge, &q, id, &name, timeout).await?;
     let mut r = read(&m, &name, edge, t0.elapsed())?;
