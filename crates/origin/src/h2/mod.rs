@@ -56,8 +56,8 @@ where
     // Written since the last flush: TLS may hold bytes back until flushed.
     let mut dirty = false;
     // Since when the connection is idle (nothing to send, no answer
-    // pending, no input), when output last moved (or started to wait), since when a
-    // header block is open: the idle, write and header-block deadlines.
+    // pending, no input), when output last moved (or started to wait),
+    // since when a header block is open: the three deadlines.
     let (idle_timeout, write_timeout, block_timeout) = {
         let c = conn.config();
         (c.idle_timeout, c.write_timeout, c.header_block_timeout)
@@ -135,8 +135,9 @@ where
                     conn.recv(&mut rbuf);
                 }
             },
-            // Idle with nothing open, output stuck (a client that stopped
-            // reading), or a header block that never ends: let go.
+            // Idle (nothing to send, or streams stalled on a window never
+            // given back), output stuck (a client that stopped reading),
+            // or a header block that never ends: let go.
             () = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => break,
             () = tokio::time::sleep_until(preface_deadline), if !conn.started() => break,
             () = tokio::time::sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {
