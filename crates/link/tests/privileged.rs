@@ -109,9 +109,13 @@ fn udp_rtt(sock: &UdpSocket, to: SocketAddrV4, seq: u32) -> Duration {
         .expect("sending a UDP request");
     let mut buf = [0u8; 64];
     loop {
-        let (n, _) = sock
-            .recv_from(&mut buf)
-            .expect("echo reply within the timeout");
+        // A blocking receive with a timeout fails with EINTR when the
+        // process is stopped and resumed (signal(7)), as a CI container
+        // may be: that is not a lost reply, so receive again.
+        let (n, _) = match sock.recv_from(&mut buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => r.expect("echo reply within the timeout"),
+        };
         if n == 4 && buf[..4] == seq.to_be_bytes() {
             return t.elapsed();
         }
