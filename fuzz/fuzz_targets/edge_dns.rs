@@ -1,7 +1,8 @@
 //! The edge's DNS answering must take any bytes as a query without
 //! panicking, never answer a response (no reflection loops), and keep UDP
 //! answers within the advertised limit; and its fast path for the common
-//! query shape must answer exactly as the general (hickory-proto) path.
+//! query shape must answer exactly as the general (hickory-proto) path,
+//! with DNS cookies on or off.
 #![no_main]
 
 use std::collections::HashMap;
@@ -51,13 +52,23 @@ fuzz_target!(|data: &[u8]| {
         compact_payload: mewa_edge::dns::COMPACT_UDP_PAYLOAD,
         upstream: true,
     };
-    for t in [Transport::Udp, Transport::Tcp] {
-        let a = r.answer(book(), data, t, true);
-        let general = r.answer_general(book(), data, t, true);
+    let secret = mewa_edge::cookie::Secret::new([7; 16]);
+    let ctx = mewa_edge::cookie::Context {
+        secret: &secret,
+        client: "192.0.2.1".parse().unwrap(),
+        now_unix_s: 1_700_000_000,
+    };
+    for (t, cookies) in [
+        (Transport::Udp, None),
+        (Transport::Tcp, None),
+        (Transport::Udp, Some(&ctx)),
+    ] {
+        let a = r.answer(book(), data, t, true, cookies);
+        let general = r.answer_general(book(), data, t, true, cookies);
         assert_eq!(a.outcome, general.outcome, "fast and general paths differ");
         assert_eq!(
-            (&a.page, &a.hint, a.error),
-            (&general.page, &general.hint, general.error)
+            (&a.page, &a.hint, a.error, a.cookie),
+            (&general.page, &general.hint, general.error, general.cookie)
         );
         if let (Outcome::Reply(b), Transport::Udp) = (a.outcome, t) {
             assert!(b.len() <= 1232);

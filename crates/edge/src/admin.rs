@@ -313,6 +313,16 @@ fn metrics(edge: &Edge) -> String {
         get(&m.rrl_dropped),
     );
     counter(
+        "mewa_edge_cookies_valid_total",
+        "Queries with a valid DNS server cookie (their UDP answers skip rate limiting).",
+        get(&m.cookies_valid),
+    );
+    counter(
+        "mewa_edge_cookies_bad_total",
+        "Queries with a DNS server cookie that was not ours, expired or for another address.",
+        get(&m.cookies_bad),
+    );
+    counter(
         "mewa_edge_query_counts_dropped_total",
         "Hint requests not counted for popularity (too many pages between two flushes).",
         get(&m.counts_dropped),

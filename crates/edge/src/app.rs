@@ -44,6 +44,10 @@ pub enum EdgeError {
          Listen on 127.0.0.1 (the default), or set [admin] token in the config file"
     )]
     AdminWithoutToken(SocketAddr),
+    /// No DNS cookie secret: `dns.cookie_secret` is not hex, or the system
+    /// random number generator failed.
+    #[error("dns.cookie_secret: {0}")]
+    CookieSecret(crate::cookie::SecretError),
 }
 
 pub use crate::state::{now_unix_s, with_store, Edge, StoreJobError};
@@ -79,11 +83,11 @@ impl Edge {
             compact_payload: config.dns.compact_payload,
             upstream: config.dns.upstream.is_some(),
         };
-        let dns = Arc::new(EdgeDns::new(
-            responder,
-            config.forward_nets(),
-            config.dns.upstream,
-        ));
+        let cookies = config.cookie_secret().map_err(EdgeError::CookieSecret)?;
+        let dns = Arc::new(
+            EdgeDns::new(responder, config.forward_nets(), config.dns.upstream)
+                .with_cookies(cookies),
+        );
         dns.set_limits(server::Limits {
             max_counted: config.store.max_pages_per_flush,
             tcp_max_connections: config.dns.tcp_max_connections,

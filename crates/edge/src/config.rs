@@ -44,6 +44,15 @@ max_forwarding = 256
 # (real clients retry over TCP), the rest are dropped; 0 turns it off.
 rrl_responses_per_s = 200
 rrl_slip = 2
+# DNS cookies (RFC 7873, server cookies as RFC 9018): a query echoing a
+# server cookie we gave its address less than an hour ago has proved that
+# address, and its UDP answer is never rate-limited. Malformed COOKIE
+# options get FORMERR. false = COOKIE options are ignored.
+cookies = true
+# The cookie secret, 32 hex digits (openssl rand -hex 16). Without one a
+# random secret is drawn at start (cookies then die with the process); set
+# the same one on every edge behind one address.
+# cookie_secret = "..."
 
 # Hosts answered authoritatively: name = [addresses]. In the lab: the corpus
 # hosts pointing at the origin.
@@ -182,6 +191,10 @@ pub struct DnsConfig {
     pub rrl_responses_per_s: u32,
     /// Every this many answers over the rate, one goes out truncated.
     pub rrl_slip: u32,
+    /// DNS cookies on (answers to a valid cookie skip rate limiting).
+    pub cookies: bool,
+    /// The cookie secret, 32 hex digits; `None` = drawn at start.
+    pub cookie_secret: Option<String>,
 }
 
 impl Default for DnsConfig {
@@ -209,6 +222,8 @@ impl Default for DnsConfig {
             max_forwarding: 256,
             rrl_responses_per_s: 200,
             rrl_slip: 2,
+            cookies: true,
+            cookie_secret: None,
         }
     }
 }
@@ -432,6 +447,20 @@ impl EdgeConfig {
         Ok(c)
     }
 
+    /// The DNS cookie secret: `None` with `dns.cookies = false`, the
+    /// configured one, or a fresh random one.
+    pub fn cookie_secret(
+        &self,
+    ) -> Result<Option<crate::cookie::Secret>, crate::cookie::SecretError> {
+        if !self.dns.cookies {
+            return Ok(None);
+        }
+        match &self.dns.cookie_secret {
+            Some(hex) => crate::cookie::Secret::from_hex(hex).map(Some),
+            None => crate::cookie::Secret::generate().map(Some),
+        }
+    }
+
     /// The `forward_from` networks, parsed.
     pub fn forward_nets(&self) -> Vec<Net> {
         self.dns
@@ -461,6 +490,10 @@ impl EdgeConfig {
                     self.dns.compact_payload, self.dns.max_udp_payload
                 ),
             ));
+        }
+        if let Some(secret) = &self.dns.cookie_secret {
+            crate::cookie::Secret::from_hex(secret)
+                .map_err(|e| bad("dns.cookie_secret", e.to_string()))?;
         }
         for n in &self.dns.forward_from {
             Net::parse(n).map_err(|m| bad("dns.forward_from", m.to_string()))?;
@@ -581,12 +614,32 @@ mod tests {
             ("[monitor]\newma_weight = 0\n", "monitor.ewma_weight"),
             ("[tracer]\ntimeout_s = 0\n", "tracer.timeout_s"),
             ("[tracer]\ntimeout_s = 86400\n", "tracer.timeout_s"),
+            ("[dns]\ncookie_secret = \"0123\"\n", "dns.cookie_secret"),
         ] {
             let e = EdgeConfig::parse(text, Path::new("edge.toml"))
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(key) && e.contains("edge.toml"), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn the_cookie_secret_is_configured_drawn_or_none() {
+        let hex = "e5e973e5a6b2a43f48e7dc849e37bfcf";
+        let c = EdgeConfig::parse(
+            &format!("[dns]\ncookie_secret = \"{hex}\"\n"),
+            Path::new("e"),
+        )
+        .unwrap();
+        assert_eq!(
+            c.cookie_secret().unwrap(),
+            Some(crate::cookie::Secret::from_hex(hex).unwrap())
+        );
+        let drawn = EdgeConfig::default().cookie_secret().unwrap();
+        assert!(drawn.is_some());
+        assert_ne!(drawn, EdgeConfig::default().cookie_secret().unwrap());
+        let off = EdgeConfig::parse("[dns]\ncookies = false\n", Path::new("e")).unwrap();
+        assert_eq!(off.cookie_secret().unwrap(), None);
     }
 
     #[test]

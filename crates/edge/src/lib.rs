@@ -11,6 +11,8 @@
 //!   tracer passes); what the admin API reads.
 //! - [`admin`]: read-only HTTP admin API, status page, Prometheus metrics.
 //! - [`config`]: the TOML configuration, every knob documented.
+//! - [`cookie`]: DNS cookies (RFC 7873, RFC 9018 server cookies) that
+//!   exempt a client proving its address from rate limiting.
 //! - [`dns`]: the answering rules without I/O (zone, hint option, TXT
 //!   fallback, forwarding decision, size limits): shared types in `dns`,
 //!   the rules in `dns::general`, and its child `dns::general::fast`, the
@@ -27,6 +29,7 @@
 pub mod admin;
 pub mod app;
 pub mod config;
+pub mod cookie;
 pub mod dns;
 pub mod egress;
 

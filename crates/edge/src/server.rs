@@ -33,6 +33,7 @@ use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::task::JoinSet;
 
 use crate::config::Net;
+use crate::cookie;
 use crate::dns::{Answered, HintServed, Outcome, Responder, Transport};
 use crate::hints::HintBook;
 use crate::rrl::Verdict;
@@ -121,12 +122,27 @@ pub struct Metrics {
     pub rrl_slipped: AtomicU64,
     /// UDP answers over the rate not sent.
     pub rrl_dropped: AtomicU64,
+    /// Queries whose server cookie was ours, for their address, recent
+    /// ([`crate::cookie`]); their UDP answers skip rate limiting.
+    pub cookies_valid: AtomicU64,
+    /// Queries with a server cookie that was not (forged, expired, another
+    /// address or secret): answered with a new one, rate-limited.
+    pub cookies_bad: AtomicU64,
 }
 
 impl Metrics {
     fn count(&self, a: &Answered) {
         if a.error.is_some() {
             self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        match a.cookie {
+            cookie::Status::Valid => {
+                self.cookies_valid.fetch_add(1, Ordering::Relaxed);
+            }
+            cookie::Status::Bad => {
+                self.cookies_bad.fetch_add(1, Ordering::Relaxed);
+            }
+            cookie::Status::Absent | cookie::Status::ClientOnly => {}
         }
         let Some(h) = &a.hint else { return };
         self.hint_requests.fetch_add(1, Ordering::Relaxed);
@@ -181,6 +197,9 @@ pub struct EdgeDns {
     started: std::time::Instant,
     /// Room for queries forwarded at once ([`Limits::max_forwarding`]).
     forwarding: RwLock<Arc<tokio::sync::Semaphore>>,
+    /// The DNS cookie secret; `None` with cookies off
+    /// ([`EdgeDns::with_cookies`]).
+    cookies: Option<cookie::Secret>,
     /// The counters.
     pub metrics: Metrics,
 }
@@ -189,7 +208,9 @@ pub struct EdgeDns {
 pub const DEFAULT_MAX_COUNTED: usize = 10_000;
 
 impl EdgeDns {
-    /// A DNS service with an empty hint book.
+    /// A DNS service with an empty hint book, doing DNS cookies with a
+    /// secret of its own (or without them if the system's random number
+    /// generator fails, logged).
     pub fn new(responder: Responder, forward_from: Vec<Net>, upstream: Option<SocketAddr>) -> Self {
         EdgeDns {
             responder: Responder {
@@ -208,7 +229,23 @@ impl EdgeDns {
                 Limits::default().max_forwarding,
             ))),
             metrics: Metrics::default(),
+            cookies: match cookie::Secret::generate() {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!(error = %e, "edge: no DNS cookie secret, cookies off");
+                    None
+                }
+            },
         }
+    }
+
+    /// DNS cookies with `secret` (`dns.cookie_secret`, or one drawn at
+    /// start), or none (`dns.cookies = false`): COOKIE options are then
+    /// ignored, as by a server that does not implement them (RFC 7873
+    /// §5.2.1), and every UDP answer is rate-limited.
+    pub fn with_cookies(mut self, secret: Option<cookie::Secret>) -> Self {
+        self.cookies = secret;
+        self
     }
 
     /// Sets every limit (before serving: connections and forwards already
@@ -227,8 +264,20 @@ impl EdgeDns {
     }
 
     /// What goes back over UDP to `from` for the answer `reply`: itself,
-    /// its empty truncated form, or nothing ([`crate::rrl`]).
-    pub fn udp_reply(&self, reply: Vec<u8>, from: IpAddr) -> Option<Vec<u8>> {
+    /// its empty truncated form, or nothing ([`crate::rrl`]). An answer to
+    /// a query with a valid server cookie (`cookie`) is always sent and
+    /// not counted: the cookie proves `from` is the client's own address,
+    /// so the answer amplifies nothing, and a resolver that echoes cookies
+    /// is never limited (nor does it use up its prefix's rate).
+    pub fn udp_reply(
+        &self,
+        reply: Vec<u8>,
+        from: IpAddr,
+        cookie: cookie::Status,
+    ) -> Option<Vec<u8>> {
+        if cookie == cookie::Status::Valid {
+            return Some(reply);
+        }
         let verdict = match self.rrl.lock() {
             Ok(mut r) => r.check(from, self.started.elapsed()),
             Err(_) => Verdict::Send,
@@ -305,7 +354,14 @@ impl EdgeDns {
     pub fn answer(&self, query: &[u8], transport: Transport, from: SocketAddr) -> Answered {
         let may_forward = self.forward_from.iter().any(|n| n.contains(from.ip()));
         let book = self.book();
-        let a = self.responder.answer(&book, query, transport, may_forward);
+        let ctx = self.cookies.as_ref().map(|secret| cookie::Context {
+            secret,
+            client: from.ip(),
+            now_unix_s: unix_now_u32(),
+        });
+        let a = self
+            .responder
+            .answer(&book, query, transport, may_forward, ctx.as_ref());
         let c = match transport {
             Transport::Udp => &self.metrics.queries_udp,
             Transport::Tcp => &self.metrics.queries_tcp,
@@ -370,6 +426,14 @@ impl EdgeDns {
         }
         r
     }
+}
+
+/// Now as RFC 9018's cookie timestamp: Unix seconds modulo 2^32 (serial
+/// number arithmetic copes with the wrap). A clock before 1970 reads 0.
+fn unix_now_u32() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as u32)
 }
 
 /// Binds `n` UDP sockets on `addr` with `SO_REUSEPORT` (the first picks the
@@ -552,7 +616,7 @@ fn serve_udp(
             let a = dns.answer(query, Transport::Udp, from);
             match a.outcome {
                 Outcome::Reply(bytes) => {
-                    if let Some(bytes) = dns.udp_reply(bytes, from.ip()) {
+                    if let Some(bytes) = dns.udp_reply(bytes, from.ip(), a.cookie) {
                         replies.push(bytes);
                         to.push(Some(SockaddrStorage::from(from)));
                     }
@@ -561,10 +625,10 @@ fn serve_udp(
                     let Ok(reply_sock) = sock.try_clone() else {
                         continue;
                     };
-                    let (dns, q) = (dns.clone(), query.to_vec());
+                    let (dns, q, c) = (dns.clone(), query.to_vec(), a.cookie);
                     rt.spawn(async move {
                         let r = dns.forward(&q).await;
-                        if let Some(r) = r.and_then(|r| dns.udp_reply(r, from.ip())) {
+                        if let Some(r) = r.and_then(|r| dns.udp_reply(r, from.ip(), c)) {
                             let _ = reply_sock.send_to(&r, from);
                         }
                     });

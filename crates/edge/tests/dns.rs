@@ -56,6 +56,18 @@ async fn start_with(
 }
 
 fn query(name: &str, t: RecordType, payload: Option<u16>, page_url: Option<&str>) -> Vec<u8> {
+    query_with(name, t, payload, page_url, None)
+}
+
+/// [`query`], its OPT record also carrying a COOKIE option (RFC 7873) with
+/// `cookie` when given.
+fn query_with(
+    name: &str,
+    t: RecordType,
+    payload: Option<u16>,
+    page_url: Option<&str>,
+    cookie: Option<&[u8]>,
+) -> Vec<u8> {
     let mut m = Message::query();
     m.metadata.id = 777;
     m.add_query(Query::query(Name::from_ascii(name).unwrap(), t));
@@ -70,6 +82,12 @@ fn query(name: &str, t: RecordType, payload: Option<u16>, page_url: Option<&str>
             .unwrap();
             e.options_mut()
                 .insert(EdnsOption::Unknown(OPTION_CODE, data));
+        }
+        if let Some(c) = cookie {
+            e.options_mut().insert(EdnsOption::Unknown(
+                mewa_edge::cookie::OPTION_CODE,
+                c.to_vec(),
+            ));
         }
         m.set_edns(e);
     }
@@ -362,42 +380,32 @@ async fn forwarding_is_capped() {
     e.task.abort();
 }
 
+/// The default limits with response-rate limiting at `rate` answers per
+/// second, slip 2.
+fn rrl_at(rate: u32) -> Limits {
+    Limits {
+        rrl: mewa_edge::rrl::RrlConfig {
+            responses_per_s: rate,
+            slip: 2,
+            max_prefixes: 1000,
+        },
+        ..Limits::default()
+    }
+}
+
 /// Response-rate limiting over a real socket: past the rate, every second
 /// answer comes back empty with TC=1 (a real client retries over TCP) and
 /// the others not at all.
 #[tokio::test]
 async fn udp_answers_over_the_rate_slip_or_drop() {
-    let limits = Limits {
-        rrl: mewa_edge::rrl::RrlConfig {
-            responses_per_s: 10,
-            slip: 2,
-            max_prefixes: 1000,
-        },
-        ..Limits::default()
-    };
-    let e = start_with(None, &[], limits).await;
-    let s = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let q = query(
-        "www.a.example.",
-        RecordType::A,
-        Some(1232),
-        Some("http://www.a.example/"),
-    );
-    for _ in 0..14 {
-        s.send_to(&q, e.addr).await.unwrap();
-    }
-    let (mut full, mut truncated) = (0, 0);
-    let mut buf = vec![0u8; 65_535];
-    while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(500), s.recv(&mut buf)).await {
-        let m = Message::from_vec(&buf[..n]).unwrap();
+    let e = start_with(None, &[], rrl_at(10)).await;
+    let q = cookie_query(None);
+    let (full, truncated) = burst(e.addr, &q, 14, |m| {
         if m.metadata.truncation {
-            assert!(m.answers.is_empty() && hint_of(&m).is_none(), "{m:?}");
-            truncated += 1;
-        } else {
-            assert!(hint_of(&m).is_some());
-            full += 1;
+            assert!(m.answers.is_empty() && hint_of(m).is_none(), "{m:?}");
         }
-    }
+    })
+    .await;
     assert_eq!((full, truncated), (10, 2));
     let m = &e.dns.metrics;
     assert_eq!(m.rrl_slipped.load(std::sync::atomic::Ordering::Relaxed), 2);
@@ -405,5 +413,116 @@ async fn udp_answers_over_the_rate_slip_or_drop() {
     // Over TCP the client is answered in full.
     let r = Message::from_vec(&tcp(e.addr, &q).await).unwrap();
     assert!(hint_of(&r).is_some());
+    e.task.abort();
+}
+
+/// A query for `www.a.example` with the hint request, and a COOKIE option
+/// carrying `cookie` when given.
+fn cookie_query(cookie: Option<&[u8]>) -> Vec<u8> {
+    query_with(
+        "www.a.example.",
+        RecordType::A,
+        Some(1232),
+        Some("http://www.a.example/"),
+        cookie,
+    )
+}
+
+fn cookie_of(m: &Message) -> Option<Vec<u8>> {
+    match m.edns.as_ref()?.option(EdnsCode::Cookie)? {
+        EdnsOption::Unknown(_, d) => Some(d.clone()),
+        _ => None,
+    }
+}
+
+/// Sends `n` copies of `q` over one UDP socket and counts the answers that
+/// come back full (with the hint) and empty with TC=1; every answer is
+/// handed to `check`.
+async fn burst(addr: SocketAddr, q: &[u8], n: usize, check: impl Fn(&Message)) -> (usize, usize) {
+    let s = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    for _ in 0..n {
+        s.send_to(q, addr).await.unwrap();
+    }
+    let (mut full, mut truncated) = (0, 0);
+    let mut buf = vec![0u8; 65_535];
+    while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(500), s.recv(&mut buf)).await {
+        let m = Message::from_vec(&buf[..n]).unwrap();
+        check(&m);
+        if m.metadata.truncation {
+            truncated += 1;
+        } else {
+            assert!(hint_of(&m).is_some(), "{m:?}");
+            full += 1;
+        }
+    }
+    (full, truncated)
+}
+
+/// DNS cookies over real sockets: an answer carries the client cookie and
+/// an RFC 9018 server cookie; echoing it proves the client's address, so
+/// its UDP answers are never rate-limited, while a source without a cookie
+/// at the same rate is slipped and one with a forged cookie is limited as
+/// usual; malformed lengths get FORMERR.
+#[tokio::test]
+async fn a_client_echoing_its_cookie_is_never_rate_limited() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let e = start_with(None, &[], rrl_at(5)).await;
+    // No cookie asked, none given.
+    let m = Message::from_vec(&tcp(e.addr, &cookie_query(None)).await).unwrap();
+    assert!(hint_of(&m).is_some() && cookie_of(&m).is_none());
+    // A client cookie alone (over TCP, which the limiter does not count):
+    // the answer carries it and a server cookie: version 1, three reserved
+    // zero bytes, a timestamp of now, an 8-byte hash.
+    let client = [0x24, 0x64, 0xc4, 0xab, 0xcf, 0x10, 0xc9, 0x57];
+    let m = Message::from_vec(&tcp(e.addr, &cookie_query(Some(&client))).await).unwrap();
+    assert!(hint_of(&m).is_some());
+    let cookie = cookie_of(&m).unwrap();
+    assert_eq!(cookie.len(), 24);
+    assert_eq!(cookie[..8], client);
+    assert_eq!(cookie[8..12], [1, 0, 0, 0]);
+    let stamp = u32::from_be_bytes([cookie[12], cookie[13], cookie[14], cookie[15]]);
+    let now = mewa_hint::now_unix_s() as u32;
+    assert!(now.abs_diff(stamp) <= 2, "timestamp {stamp}, now {now}");
+
+    // Twenty queries at once without a cookie: past five, slipped or
+    // dropped.
+    let (full, truncated) = burst(e.addr, &cookie_query(None), 20, |_| {}).await;
+    assert!(full <= 6 && truncated >= 5, "{full} full, {truncated} TC");
+    // Twenty at once from the same address echoing the cookie, the bucket
+    // still empty: every one answered in full, with a fresh cookie.
+    let limited = e.dns.metrics.rrl_slipped.load(Relaxed) + e.dns.metrics.rrl_dropped.load(Relaxed);
+    let (full, truncated) = burst(e.addr, &cookie_query(Some(&cookie)), 20, |m| {
+        assert_eq!(cookie_of(m).map(|c| c[..8].to_vec()), Some(client.to_vec()));
+    })
+    .await;
+    assert_eq!((full, truncated), (20, 0));
+    assert_eq!(e.dns.metrics.cookies_valid.load(Relaxed), 20);
+    assert_eq!(
+        e.dns.metrics.rrl_slipped.load(Relaxed) + e.dns.metrics.rrl_dropped.load(Relaxed),
+        limited
+    );
+    // A forged server cookie (right format, wrong hash) proves nothing: the
+    // same burst is limited as if it had none.
+    let mut forged = cookie.clone();
+    forged[23] ^= 0x55;
+    let (full, _) = burst(e.addr, &cookie_query(Some(&forged)), 20, |_| {}).await;
+    assert!(full <= 6, "{full} answered in full with a forged cookie");
+    assert_eq!(e.dns.metrics.cookies_bad.load(Relaxed), 20);
+    // Over TCP the forged cookie gets its answer and a new server cookie
+    // (RFC 7873 §5.2.3) that does verify.
+    let m = Message::from_vec(&tcp(e.addr, &cookie_query(Some(&forged))).await).unwrap();
+    assert!(hint_of(&m).is_some());
+    let renewed = cookie_of(&m).unwrap();
+    assert_ne!(renewed, forged);
+    tcp(e.addr, &cookie_query(Some(&renewed))).await;
+    assert_eq!(e.dns.metrics.cookies_valid.load(Relaxed), 21);
+
+    // Malformed lengths: FORMERR and no answer (over TCP: the UDP bucket
+    // is empty by now).
+    for n in [0, 7, 9, 15, 41] {
+        let m = Message::from_vec(&tcp(e.addr, &cookie_query(Some(&vec![1; n]))).await).unwrap();
+        assert_eq!(m.metadata.response_code, ResponseCode::FormErr, "{n} bytes");
+        assert!(m.answers.is_empty());
+    }
     e.task.abort();
 }

@@ -192,7 +192,7 @@ fn dns_answers(
     };
     let (_, q) = mewa_client::resolve::hint_query(&host, &ctx.page.url)?;
     let size = |t| {
-        let a = responder.answer(&book, &q, t, false);
+        let a = responder.answer(&book, &q, t, false, None);
         let len = match a.outcome {
             Outcome::Reply(b) => Some(b.len()),
             _ => None,

@@ -17,26 +17,32 @@ use mewa_hint::dns::{
 use mewa_hint::wire::Form;
 
 use super::{normalize, Answered, HintServed, Outcome, Responder, Transport, PLAIN_UDP};
+use crate::cookie::{Context, Received, Status, OPTION_CODE as COOKIE_CODE};
 use crate::hints::HintBook;
 
 impl Responder {
     /// Answers `query` (raw bytes). `may_forward` says whether this client
-    /// is allowed to use the upstream resolver.
+    /// is allowed to use the upstream resolver; `cookies`, when the edge
+    /// does DNS cookies, checks and makes them for this client (RFC 7873,
+    /// [`crate::cookie`]).
     ///
     /// The common query (one `A`/`AAAA` question for a zone host, at most an
     /// OPT record with at most the hint request, an answer that fits) is
     /// answered straight from its wire bytes (the fast path, `general::fast`); everything
-    /// else by [`Responder::answer_general`]. Both give the same bytes.
+    /// else by [`Responder::answer_general`]. Both give the same bytes. A
+    /// query with a COOKIE option is not of the common shape, so cookies
+    /// are the general path's alone.
     pub fn answer(
         &self,
         book: &HintBook,
         query: &[u8],
         transport: Transport,
         may_forward: bool,
+        cookies: Option<&Context<'_>>,
     ) -> Answered {
         match fast::answer(self, book, query, transport) {
             Some(a) => a,
-            None => self.answer_general(book, query, transport, may_forward),
+            None => self.answer_general(book, query, transport, may_forward, cookies),
         }
     }
 
@@ -49,6 +55,24 @@ impl Responder {
         query: &[u8],
         transport: Transport,
         may_forward: bool,
+        cookies: Option<&Context<'_>>,
+    ) -> Answered {
+        let mut cookie = Status::Absent;
+        let mut a = self.general(book, query, transport, may_forward, cookies, &mut cookie);
+        a.cookie = cookie;
+        a
+    }
+
+    /// [`Responder::answer_general`]'s rules; `cookie` learns what the
+    /// query's cookie proved, whichever way the answer returns.
+    fn general(
+        &self,
+        book: &HintBook,
+        query: &[u8],
+        transport: Transport,
+        may_forward: bool,
+        cookies: Option<&Context<'_>>,
+        cookie: &mut Status,
     ) -> Answered {
         let q = match Message::from_vec(query) {
             Ok(q) => q,
@@ -60,6 +84,7 @@ impl Responder {
                 page: None,
                 hint: None,
                 error: Some("a response sent as a query"),
+                cookie: crate::cookie::Status::Absent,
             };
         }
         let mut resp = Message::response(q.metadata.id, q.metadata.op_code);
@@ -86,6 +111,32 @@ impl Responder {
                 limit,
                 Some("EDNS version above 0"),
             );
+        }
+        // DNS cookies (RFC 7873 §5.2): the first COOKIE option counts. Its
+        // answer, whatever it is, carries the client cookie and a fresh
+        // server cookie, so the client can prove its address next time.
+        let received = q
+            .edns
+            .as_ref()
+            .and_then(|e| e.option(EdnsCode::Cookie))
+            .and_then(|o| match o {
+                EdnsOption::Unknown(_, data) => Some(data.as_slice()),
+                _ => None,
+            });
+        if let (Some(ctx), Some(data)) = (cookies, received) {
+            let Some(r) = Received::parse(data) else {
+                return finish(
+                    resp,
+                    ResponseCode::FormErr,
+                    limit,
+                    Some("malformed COOKIE option"),
+                );
+            };
+            *cookie = ctx.verify(&r);
+            if let Some(e) = resp.edns.as_mut() {
+                e.options_mut()
+                    .insert(EdnsOption::Unknown(COOKIE_CODE, ctx.reply(&r)));
+            }
         }
         if q.metadata.op_code != OpCode::Query {
             return finish(
@@ -119,6 +170,7 @@ impl Responder {
                     page: None,
                     hint: None,
                     error: None,
+                    cookie: crate::cookie::Status::Absent,
                 };
             }
             return finish(
@@ -337,6 +389,7 @@ fn servfail_drop() -> Answered {
         page: None,
         hint: None,
         error: Some("answer could not be serialised"),
+        cookie: crate::cookie::Status::Absent,
     }
 }
 
@@ -348,6 +401,7 @@ fn formerr(query: &[u8], why: &'static str) -> Answered {
             page: None,
             hint: None,
             error: Some(why),
+            cookie: crate::cookie::Status::Absent,
         };
     };
     if query.len() < 12 || query[2] & 0x80 != 0 {
@@ -358,6 +412,7 @@ fn formerr(query: &[u8], why: &'static str) -> Answered {
             page: None,
             hint: None,
             error: Some(why),
+            cookie: crate::cookie::Status::Absent,
         };
     }
     let m = Message::error_msg(id, OpCode::Query, ResponseCode::FormErr);
@@ -421,6 +476,18 @@ mod tests {
     }
 
     fn query(name: &str, t: RecordType, payload: Option<u16>, page_url: Option<&str>) -> Vec<u8> {
+        query_with(name, t, payload, page_url, None)
+    }
+
+    /// [`query`], its OPT record also carrying a COOKIE option with
+    /// `cookie` when given.
+    fn query_with(
+        name: &str,
+        t: RecordType,
+        payload: Option<u16>,
+        page_url: Option<&str>,
+        cookie: Option<&[u8]>,
+    ) -> Vec<u8> {
         let mut m = Message::query();
         m.metadata.id = 4242;
         m.metadata.recursion_desired = true;
@@ -436,6 +503,10 @@ mod tests {
                 .unwrap();
                 e.options_mut()
                     .insert(EdnsOption::Unknown(OPTION_CODE, req));
+            }
+            if let Some(c) = cookie {
+                e.options_mut()
+                    .insert(EdnsOption::Unknown(COOKIE_CODE, c.to_vec()));
             }
             m.set_edns(e);
         }
@@ -465,6 +536,7 @@ mod tests {
             &query("WWW.a.example.", RecordType::A, None, None),
             Transport::Udp,
             false,
+            None,
         );
         let m = reply(&a);
         assert_eq!(m.metadata.id, 4242);
@@ -479,6 +551,7 @@ mod tests {
             &query("www.a.example.", RecordType::AAAA, None, None),
             Transport::Udp,
             false,
+            None,
         ));
         assert_eq!(m.metadata.response_code, ResponseCode::NoError);
         assert!(m.answers.is_empty());
@@ -497,7 +570,7 @@ mod tests {
         if let Some(e) = m.edns.as_mut() {
             e.set_version(1);
         }
-        let a = r.answer(&book(), &m.to_vec().unwrap(), Transport::Udp, false);
+        let a = r.answer(&book(), &m.to_vec().unwrap(), Transport::Udp, false, None);
         let m = reply(&a);
         // 16 is BADVERS in an OPT's context (hickory reads it as BADSIG).
         assert_eq!(
@@ -518,6 +591,7 @@ mod tests {
                 &query(name, RecordType::A, Some(1232), Some(page)),
                 Transport::Udp,
                 false,
+                None,
             )
             .page
         };
@@ -538,7 +612,7 @@ mod tests {
             Some(1232),
             Some("http://www.a.example/"),
         );
-        let a = r.answer(&b, &q, Transport::Udp, false);
+        let a = r.answer(&b, &q, Transport::Udp, false, None);
         let m = reply(&a);
         assert_eq!(m.answers.len(), 1);
         let Some(HintResponse::Hint(bytes)) = hint_option(&m) else {
@@ -567,7 +641,7 @@ mod tests {
                 Some(advertised),
                 Some("http://big.example/"),
             );
-            let a = r.answer(&b, &q, Transport::Udp, false);
+            let a = r.answer(&b, &q, Transport::Udp, false, None);
             assert!(matches!(
                 a.hint,
                 Some(HintServed::Hint { compact: true, .. })
@@ -582,7 +656,7 @@ mod tests {
             };
             let h = Hint::from_bytes(&h).unwrap();
             assert!(h.partial && !h.has_paths());
-            let Outcome::Reply(raw) = r.answer(&b, &q, Transport::Tcp, false).outcome else {
+            let Outcome::Reply(raw) = r.answer(&b, &q, Transport::Tcp, false, None).outcome else {
                 panic!()
             };
             let m = Message::from_vec(&raw).unwrap();
@@ -601,7 +675,7 @@ mod tests {
             Some("http://www.a.example/nope"),
         );
         assert_eq!(
-            hint_option(&reply(&r.answer(&b, &q, Transport::Udp, false))),
+            hint_option(&reply(&r.answer(&b, &q, Transport::Udp, false, None))),
             Some(HintResponse::Unknown)
         );
         let mut m = Message::query();
@@ -613,7 +687,7 @@ mod tests {
         e.options_mut()
             .insert(EdnsOption::Unknown(OPTION_CODE, vec![9, 9]));
         m.set_edns(e);
-        let a = r.answer(&b, &m.to_vec().unwrap(), Transport::Udp, false);
+        let a = r.answer(&b, &m.to_vec().unwrap(), Transport::Udp, false, None);
         assert_eq!(reply(&a).metadata.response_code, ResponseCode::FormErr);
     }
 
@@ -627,6 +701,7 @@ mod tests {
             &query(&name, RecordType::TXT, None, None),
             Transport::Udp,
             false,
+            None,
         );
         let m = reply(&a);
         assert_eq!(m.answers.len(), 1);
@@ -646,6 +721,7 @@ mod tests {
             &query(&unknown, RecordType::TXT, None, None),
             Transport::Udp,
             false,
+            None,
         ));
         assert_eq!(m.metadata.response_code, ResponseCode::NXDomain);
     }
@@ -655,10 +731,10 @@ mod tests {
         let r = responder();
         let q = query("example.org.", RecordType::A, None, None);
         assert_eq!(
-            r.answer(&book(), &q, Transport::Udp, true).outcome,
+            r.answer(&book(), &q, Transport::Udp, true, None).outcome,
             Outcome::Forward
         );
-        let m = reply(&r.answer(&book(), &q, Transport::Udp, false));
+        let m = reply(&r.answer(&book(), &q, Transport::Udp, false, None));
         assert_eq!(m.metadata.response_code, ResponseCode::Refused);
     }
 
@@ -666,20 +742,118 @@ mod tests {
     fn garbage_is_dropped_or_formerr() {
         let r = responder();
         assert_eq!(
-            r.answer(&book(), b"\x01", Transport::Udp, true).outcome,
+            r.answer(&book(), b"\x01", Transport::Udp, true, None)
+                .outcome,
             Outcome::Drop
         );
         let mut bad = vec![0x12, 0x34, 0x01, 0, 0, 5, 0, 0, 0, 0, 0, 0];
         bad.extend_from_slice(b"junk");
-        let m = reply(&r.answer(&book(), &bad, Transport::Udp, true));
+        let m = reply(&r.answer(&book(), &bad, Transport::Udp, true, None));
         assert_eq!(m.metadata.id, 0x1234);
         assert_eq!(m.metadata.response_code, ResponseCode::FormErr);
         // A response is never answered (no reflection loops).
         bad[2] |= 0x80;
         assert_eq!(
-            r.answer(&book(), &bad, Transport::Udp, true).outcome,
+            r.answer(&book(), &bad, Transport::Udp, true, None).outcome,
             Outcome::Drop
         );
+    }
+
+    /// A query for `www.a.example` with the hint request and a COOKIE
+    /// option carrying `cookie`.
+    fn with_cookie(cookie: &[u8]) -> Vec<u8> {
+        query_with(
+            "www.a.example.",
+            RecordType::A,
+            Some(1232),
+            Some("http://www.a.example/"),
+            Some(cookie),
+        )
+    }
+
+    fn cookie_of(m: &Message) -> Option<Vec<u8>> {
+        match m.edns.as_ref()?.option(EdnsCode::Cookie)? {
+            EdnsOption::Unknown(_, d) => Some(d.clone()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn dns_cookies_are_answered_checked_and_malformed_ones_refused() {
+        let r = responder();
+        let b = book();
+        let secret = crate::cookie::Secret::new([7; 16]);
+        let ctx = Context {
+            secret: &secret,
+            client: "192.0.2.1".parse().unwrap(),
+            now_unix_s: 1_700_000_000,
+        };
+        let ask = |q: &[u8], ctx: Option<&Context<'_>>| r.answer(&b, q, Transport::Udp, false, ctx);
+
+        // No cookie: none in the answer, which takes the fast path.
+        let plain = query(
+            "www.a.example.",
+            RecordType::A,
+            Some(1232),
+            Some("http://www.a.example/"),
+        );
+        let a = ask(&plain, Some(&ctx));
+        assert_eq!(a.cookie, Status::Absent);
+        assert_eq!(cookie_of(&reply(&a)), None);
+
+        // A client cookie alone: the answer (with its hint) carries it and
+        // a 16-byte server cookie of version 1 stamped now.
+        let client = [1, 2, 3, 4, 5, 6, 7, 8];
+        let a = ask(&with_cookie(&client), Some(&ctx));
+        assert_eq!(a.cookie, Status::ClientOnly);
+        let m = reply(&a);
+        assert!(hint_option(&m).is_some() && m.answers.len() == 1);
+        let got = cookie_of(&m).unwrap();
+        assert_eq!(got.len(), 24);
+        assert_eq!(got[..8], client);
+        assert_eq!(got[8..12], [1, 0, 0, 0]);
+        assert_eq!(got[12..16], 1_700_000_000u32.to_be_bytes());
+
+        // Echoed back: valid, from that address, within the hour.
+        assert_eq!(ask(&with_cookie(&got), Some(&ctx)).cookie, Status::Valid);
+        let later = Context {
+            now_unix_s: 1_700_003_601,
+            ..ctx
+        };
+        assert_eq!(ask(&with_cookie(&got), Some(&later)).cookie, Status::Bad);
+        let elsewhere = Context {
+            client: "192.0.2.2".parse().unwrap(),
+            ..ctx
+        };
+        let a = ask(&with_cookie(&got), Some(&elsewhere));
+        assert_eq!(a.cookie, Status::Bad);
+        // A bad server cookie still gets its answer, with a new cookie.
+        let m = reply(&a);
+        assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+        assert!(hint_option(&m).is_some());
+        let renewed = cookie_of(&m).unwrap();
+        assert_eq!(renewed[..8], client);
+        assert_ne!(renewed, got);
+        assert_eq!(
+            ask(&with_cookie(&renewed), Some(&elsewhere)).cookie,
+            Status::Valid
+        );
+
+        // Malformed lengths: FORMERR, no answer (RFC 7873 §5.2.2).
+        for n in [0, 1, 7, 9, 15, 41, 60] {
+            let a = ask(&with_cookie(&vec![3; n]), Some(&ctx));
+            let m = reply(&a);
+            assert_eq!(m.metadata.response_code, ResponseCode::FormErr, "{n}");
+            assert!(m.answers.is_empty() && a.page.is_none(), "{n}");
+            assert_eq!(a.error, Some("malformed COOKIE option"));
+        }
+
+        // Cookies off: the option is ignored, as by a server without them.
+        let a = ask(&with_cookie(&got), None);
+        assert_eq!(a.cookie, Status::Absent);
+        assert_eq!(cookie_of(&reply(&a)), None);
+        let a = ask(&with_cookie(&[3; 9]), None);
+        assert_eq!(reply(&a).metadata.response_code, ResponseCode::NoError);
     }
 
     proptest! {
@@ -687,7 +861,7 @@ mod tests {
         fn arbitrary_bytes_never_panic_and_udp_replies_fit(b in proptest::collection::vec(any::<u8>(), 0..600)) {
             let r = responder();
             let book = book();
-            if let Outcome::Reply(out) = r.answer(&book, &b, Transport::Udp, true).outcome {
+            if let Outcome::Reply(out) = r.answer(&book, &b, Transport::Udp, true, None).outcome {
                 prop_assert!(out.len() <= 1232);
             }
         }

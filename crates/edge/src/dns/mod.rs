@@ -152,6 +152,9 @@ pub struct Answered {
     pub hint: Option<HintServed>,
     /// Why a query got an error code, for the error counter.
     pub error: Option<&'static str>,
+    /// What the query's DNS cookie proved ([`crate::cookie`]): a valid one
+    /// exempts the answer from rate limiting.
+    pub cookie: crate::cookie::Status,
 }
 
 impl Answered {
@@ -161,6 +164,7 @@ impl Answered {
             page: None,
             hint: None,
             error: None,
+            cookie: crate::cookie::Status::Absent,
         }
     }
 }

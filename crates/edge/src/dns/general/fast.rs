@@ -311,6 +311,7 @@ pub(crate) fn answer(
         page,
         hint: served,
         error: None,
+        cookie: crate::cookie::Status::Absent,
     })
 }
 
@@ -550,7 +551,7 @@ mod tests {
         let Some(fast) = answer(r, book, q, t) else {
             return Ok(false);
         };
-        let general = r.answer_general(book, q, t, may_forward);
+        let general = r.answer_general(book, q, t, may_forward, None);
         prop_assert_eq!(&fast.outcome, &general.outcome, "query {:02x?}", q);
         prop_assert_eq!(&fast.page, &general.page);
         prop_assert_eq!(&fast.hint, &general.hint);
