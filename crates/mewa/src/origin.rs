@@ -59,6 +59,90 @@ struct ServeArgs {
     /// Close connections that have not sent a request head in this time.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     header_timeout: Duration,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// The connection limits (docs/ORIGIN.md, "Limits"). The defaults shown
+/// are `HttpOptions::default()`'s, which a test holds them to.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Connection limits")]
+struct LimitArgs {
+    /// Most TCP connections at once (HTTP/1.1, h2c and TLS together);
+    /// more are closed on accept.
+    #[arg(long, value_name = "N", default_value = "16384", value_parser = at_least_one)]
+    max_connections: usize,
+    /// Most TCP connections at once from one source address.
+    #[arg(long, value_name = "N", default_value = "1024", value_parser = at_least_one)]
+    max_connections_per_source: usize,
+    /// HTTP/2: close a connection with nothing to send and no answer
+    /// pending after this long without input.
+    #[arg(long, value_name = "DURATION", default_value = "75s", value_parser = positive_duration)]
+    h2_idle_timeout: Duration,
+    /// HTTP/2: close a connection whose output has not moved for this long
+    /// (the client stopped reading: a zero window).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = positive_duration)]
+    h2_write_timeout: Duration,
+    /// HTTP/2: close a connection that leaves a header block open (HEADERS
+    /// without END_HEADERS, then CONTINUATIONs) this long.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = positive_duration)]
+    h2_header_block_timeout: Duration,
+    /// HTTP/2: streams the client may reset beyond those answered before
+    /// GOAWAY ENHANCE_YOUR_CALM (rapid reset, CVE-2023-44487).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    h2_max_resets: u32,
+    /// HTTP/2: PING and SETTINGS frames beyond two per opened stream before
+    /// GOAWAY ENHANCE_YOUR_CALM.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    h2_max_control_frames: u32,
+}
+
+impl LimitArgs {
+    /// `base` with these limits.
+    fn apply(&self, base: HttpOptions) -> HttpOptions {
+        HttpOptions {
+            max_connections: self.max_connections,
+            max_connections_per_source: self.max_connections_per_source,
+            h2_idle_timeout: self.h2_idle_timeout,
+            h2_write_timeout: self.h2_write_timeout,
+            h2_header_block_timeout: self.h2_header_block_timeout,
+            h2_max_peer_resets: self.h2_max_resets,
+            h2_max_control_frames: self.h2_max_control_frames,
+            ..base
+        }
+    }
+}
+
+/// A count of at least 1: a cap of 0 would refuse every connection.
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1 (0 would refuse every connection)".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a whole number")),
+    }
+}
+
+/// [`parse_duration`], above zero: a zero timeout would close every
+/// connection at once.
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() => Err(format!(
+            "`{s}`: must be above 0 (a zero timeout would close every connection at once)"
+        )),
+        d => Ok(d),
+    }
+}
+
+impl ServeArgs {
+    /// The HTTP behaviour and limits these flags ask for.
+    fn http_options(&self) -> HttpOptions {
+        self.limits.apply(HttpOptions {
+            max_age: self.max_age,
+            think: self.think,
+            header_read_timeout: self.header_timeout,
+            ..HttpOptions::default()
+        })
+    }
 }
 
 pub fn run(cmd: OriginCmd) -> anyhow::Result<()> {
@@ -78,6 +162,7 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
         tls = Some(SocketAddr::from(([0, 0, 0, 0], 8443)));
         h3 = tls;
     }
+    let http = a.http_options();
     let ca_dir = match a.ca_dir {
         Some(d) => d,
         None => default_ca_dir()?,
@@ -87,12 +172,7 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
         tls,
         h3,
         ca_dir,
-        http: HttpOptions {
-            max_age: a.max_age,
-            think: a.think,
-            header_read_timeout: a.header_timeout,
-            ..HttpOptions::default()
-        },
+        http,
         tcp: TcpOptions {
             congestion: a.cc.clone(),
             send_buffer: a.sndbuf,
@@ -172,6 +252,92 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<HttpOptions, String> {
+        use clap::Parser;
+        let argv = ["serve", "corpus.json"].iter().chain(args);
+        Cli::try_parse_from(argv)
+            .map(|c| c.serve.http_options())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn limit_flags_reach_the_config_with_the_library_defaults() {
+        // No flag: exactly the library's defaults (the help shows them).
+        let d = HttpOptions::default();
+        let got = parse(&[]).unwrap();
+        assert_eq!(
+            (
+                got.max_connections,
+                got.max_connections_per_source,
+                got.h2_idle_timeout,
+                got.h2_write_timeout,
+                got.h2_header_block_timeout,
+                got.h2_max_peer_resets,
+                got.h2_max_control_frames,
+            ),
+            (
+                d.max_connections,
+                d.max_connections_per_source,
+                d.h2_idle_timeout,
+                d.h2_write_timeout,
+                d.h2_header_block_timeout,
+                d.h2_max_peer_resets,
+                d.h2_max_control_frames,
+            )
+        );
+        let got = parse(&[
+            "--max-connections",
+            "50",
+            "--max-connections-per-source",
+            "5",
+            "--h2-idle-timeout",
+            "2s",
+            "--h2-write-timeout",
+            "1.5s",
+            "--h2-header-block-timeout",
+            "300ms",
+            "--h2-max-resets",
+            "0",
+            "--h2-max-control-frames",
+            "7",
+            "--header-timeout",
+            "4s",
+        ])
+        .unwrap();
+        assert_eq!(got.max_connections, 50);
+        assert_eq!(got.max_connections_per_source, 5);
+        assert_eq!(got.h2_idle_timeout, Duration::from_secs(2));
+        assert_eq!(got.h2_write_timeout, Duration::from_millis(1500));
+        assert_eq!(got.h2_header_block_timeout, Duration::from_millis(300));
+        assert_eq!(got.h2_max_peer_resets, 0);
+        assert_eq!(got.h2_max_control_frames, 7);
+        assert_eq!(got.header_read_timeout, Duration::from_secs(4));
+    }
+
+    #[test]
+    fn bad_limits_are_refused_with_the_flag_and_the_reason() {
+        for (args, says) in [
+            (["--max-connections", "0"], "at least 1"),
+            (
+                ["--max-connections-per-source", "1e3"],
+                "not a whole number",
+            ),
+            (["--h2-idle-timeout", "0s"], "must be above 0"),
+            (["--h2-write-timeout", "soon"], "not a duration"),
+            (["--h2-header-block-timeout", "3h"], "unknown unit"),
+            (["--h2-max-resets", "lots"], "invalid digit"),
+        ] {
+            let e = parse(&args).unwrap_err();
+            assert!(e.contains(args[0]) && e.contains(says), "{args:?}: {e}");
+        }
+    }
 
     #[test]
     fn durations() {

@@ -38,10 +38,26 @@ pub struct HttpOptions {
     /// Most TCP connections at once from one source address: one client
     /// must not take every slot.
     pub max_connections_per_source: usize,
+    /// HTTP/2: a connection with nothing to send and no answer pending is
+    /// closed after this long without input ([`crate::h2::Config::idle_timeout`]).
+    pub h2_idle_timeout: Duration,
+    /// HTTP/2: a connection whose output has not moved for this long (a
+    /// zero window) is closed ([`crate::h2::Config::write_timeout`]).
+    pub h2_write_timeout: Duration,
+    /// HTTP/2: a header block left open this long closes the connection
+    /// ([`crate::h2::Config::header_block_timeout`]).
+    pub h2_header_block_timeout: Duration,
+    /// HTTP/2: resets past those answered before ENHANCE_YOUR_CALM
+    /// ([`crate::h2::Config::max_peer_resets`], rapid reset).
+    pub h2_max_peer_resets: u32,
+    /// HTTP/2: PING and SETTINGS frames beyond two per stream before
+    /// ENHANCE_YOUR_CALM ([`crate::h2::Config::max_control_frames`]).
+    pub h2_max_control_frames: u32,
 }
 
 impl Default for HttpOptions {
     fn default() -> Self {
+        let h2 = crate::h2::Config::default();
         HttpOptions {
             max_age: 0,
             think: Duration::ZERO,
@@ -49,6 +65,12 @@ impl Default for HttpOptions {
             max_header_bytes: 16 * 1024,
             max_connections: 16_384,
             max_connections_per_source: 1024,
+            // One definition of the HTTP/2 defaults: the connection's own.
+            h2_idle_timeout: h2.idle_timeout,
+            h2_write_timeout: h2.write_timeout,
+            h2_header_block_timeout: h2.header_block_timeout,
+            h2_max_peer_resets: h2.max_peer_resets,
+            h2_max_control_frames: h2.max_control_frames,
         }
     }
 }

@@ -187,6 +187,11 @@ impl Origin {
             max_header_list_size: u32::try_from(config.http.max_header_bytes).unwrap_or(u32::MAX),
             max_request_body: MAX_REQUEST_BODY as u64,
             preface_timeout: config.http.header_read_timeout,
+            idle_timeout: config.http.h2_idle_timeout,
+            write_timeout: config.http.h2_write_timeout,
+            header_block_timeout: config.http.h2_header_block_timeout,
+            max_peer_resets: config.http.h2_max_peer_resets,
+            max_control_frames: config.http.h2_max_control_frames,
             ..crate::h2::Config::default()
         };
         Ok(Origin {
