@@ -317,3 +317,50 @@ async fn address_lookups_carry_no_hint_request() {
     ids.dedup();
     assert!(ids.len() >= 7, "query IDs repeat: {ids:?}");
 }
+
+/// `read_answer`, the pure step the UDP exchange takes on each datagram:
+/// another ID or question is not the answer, a CNAME chain is followed,
+/// an error code is an error, garbage is ignored.
+#[test]
+fn read_answer_checks_the_question_and_follows_cnames() {
+    use hickory_proto::op::{Message, Query, ResponseCode};
+    use hickory_proto::rr::{Name, RecordType};
+    use mewa_client::resolve::read_answer;
+    let edge: SocketAddr = "127.0.0.1:53".parse().unwrap();
+    let answer = |id: u16, asked: &str, code: ResponseCode| {
+        let mut m = Message::response(id, hickory_proto::op::OpCode::Query);
+        m.add_query(Query::query(
+            Name::from_ascii(asked).unwrap(),
+            RecordType::A,
+        ));
+        m.metadata.response_code = code;
+        m.add_answer(hickory_proto::rr::Record::from_rdata(
+            Name::from_ascii(asked).unwrap(),
+            60,
+            hickory_proto::rr::RData::CNAME(hickory_proto::rr::rdata::CNAME(
+                Name::from_ascii("cdn.b.example.").unwrap(),
+            )),
+        ));
+        m.add_answer(a_record("cdn.b.example.", "10.0.0.5"));
+        m.add_answer(a_record("evil.example.", "10.6.6.6"));
+        m.to_vec().unwrap()
+    };
+    let ok = answer(7, "www.a.example.", ResponseCode::NoError);
+    let r = read_answer(&ok, 7, "WWW.A.example", edge).unwrap().unwrap();
+    assert_eq!(
+        r.addrs,
+        vec!["10.0.0.5".parse::<std::net::IpAddr>().unwrap()]
+    );
+    assert!(r.hint.is_err());
+    assert!(read_answer(&ok, 8, "www.a.example", edge)
+        .unwrap()
+        .is_none());
+    assert!(read_answer(&ok, 7, "www.b.example", edge)
+        .unwrap()
+        .is_none());
+    assert!(read_answer(&ok[..20], 7, "www.a.example", edge)
+        .unwrap()
+        .is_none());
+    let refused = answer(7, "www.a.example.", ResponseCode::Refused);
+    assert!(read_answer(&refused, 7, "www.a.example", edge).is_err());
+}

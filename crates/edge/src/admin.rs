@@ -87,10 +87,72 @@ fn error(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
     json(status, &serde_json::json!({ "error": message }))
 }
 
-/// A query-string parameter, percent-decoded.
-fn param(req: &Request<Incoming>, name: &str) -> Option<String> {
-    let q = req.uri().query()?;
-    q.split('&').find_map(|kv| {
+/// Most pages `/api/queries?k=` lists.
+pub const MAX_TOP_PAGES: usize = 10_000;
+
+/// What an admin request asks for, read from its path and query string
+/// alone ([`route`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// `/`: the status page.
+    Status,
+    /// `/api/pages`.
+    Pages,
+    /// `/api/hint?url=`: the hint of a page (`None`: no `url` given).
+    Hint {
+        /// The page URL, percent-decoded.
+        url: Option<String>,
+    },
+    /// `/api/latency`.
+    Latency,
+    /// `/api/queries?window_s=&k=`: the `k` most asked pages (at most
+    /// [`MAX_TOP_PAGES`], 20 by default) of the last `window_s` seconds
+    /// (3600 by default); a value that is not a number takes the default.
+    Queries {
+        /// Seconds back from now.
+        window_s: u64,
+        /// Pages listed.
+        k: usize,
+    },
+    /// `/api/stats`.
+    Stats,
+    /// `/metrics` (Prometheus).
+    Metrics,
+    /// Any other path.
+    NotFound,
+}
+
+/// The route of a request for `path` with query string `query` (the URI's
+/// parts, as sent). Pure, so that the `edge_admin` fuzz target can give
+/// it any bytes: what a client puts in a URL reaches nothing else.
+pub fn route(path: &str, query: Option<&str>) -> Route {
+    match path {
+        "/" => Route::Status,
+        "/api/pages" => Route::Pages,
+        "/api/hint" => Route::Hint {
+            url: query_param(query, "url"),
+        },
+        "/api/latency" => Route::Latency,
+        "/api/queries" => Route::Queries {
+            window_s: query_param(query, "window_s")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(3600),
+            k: query_param(query, "k")
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(20)
+                .min(MAX_TOP_PAGES),
+        },
+        "/api/stats" => Route::Stats,
+        "/metrics" => Route::Metrics,
+        _ => Route::NotFound,
+    }
+}
+
+/// The first parameter `name` of a query string, percent-decoded (`+` is
+/// a space, a broken escape stays as it is, bytes that are not UTF-8
+/// become U+FFFD).
+pub fn query_param(query: Option<&str>, name: &str) -> Option<String> {
+    query?.split('&').find_map(|kv| {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
         (k == name).then(|| percent_decode(v))
     })
@@ -173,13 +235,13 @@ async fn handle(edge: &Edge, req: Request<Incoming>) -> Response<Full<Bytes>> {
             .insert(header::ALLOW, header::HeaderValue::from_static("GET, HEAD"));
         return r;
     }
-    let r = match req.uri().path() {
-        "/" => status_page(edge).await,
-        "/api/pages" => with_store(&edge.store, |s| s.pages())
+    let r = match route(req.uri().path(), req.uri().query()) {
+        Route::Status => status_page(edge).await,
+        Route::Pages => with_store(&edge.store, |s| s.pages())
             .await
             .map(|p| json(StatusCode::OK, &serde_json::json!(p))),
-        "/api/hint" => Ok(hint_preview(edge, param(&req, "url"))),
-        "/api/latency" => with_store(&edge.store, |s| s.origins()).await.map(|o| {
+        Route::Hint { url } => Ok(hint_preview(edge, url)),
+        Route::Latency => with_store(&edge.store, |s| s.origins()).await.map(|o| {
             let now = now_unix_s();
             let rows: Vec<_> = o
                 .iter()
@@ -193,11 +255,8 @@ async fn handle(edge: &Edge, req: Request<Incoming>) -> Response<Full<Bytes>> {
                 .collect();
             json(StatusCode::OK, &serde_json::json!(rows))
         }),
-        "/api/queries" => {
-            let window = param(&req, "window_s").and_then(|v| v.parse::<u64>().ok());
-            let k = param(&req, "k").and_then(|v| v.parse::<usize>().ok());
-            let (window, k) = (window.unwrap_or(3600), k.unwrap_or(20).min(10_000));
-            let since = now_unix_s().saturating_sub(window);
+        Route::Queries { window_s, k } => {
+            let since = now_unix_s().saturating_sub(window_s);
             with_store(&edge.store, move |s| s.top_pages(since, k))
                 .await
                 .map(|t| {
@@ -208,18 +267,18 @@ async fn handle(edge: &Edge, req: Request<Incoming>) -> Response<Full<Bytes>> {
                     json(StatusCode::OK, &serde_json::json!(rows))
                 })
         }
-        "/api/stats" => with_store(&edge.store, |s| s.stats()).await.map(|st| {
+        Route::Stats => with_store(&edge.store, |s| s.stats()).await.map(|st| {
             json(
                 StatusCode::OK,
                 &serde_json::json!({ "store": st, "hint_book_pages": edge.dns.book().len() }),
             )
         }),
-        "/metrics" => Ok(respond(
+        Route::Metrics => Ok(respond(
             StatusCode::OK,
             "text/plain; version=0.0.4",
             metrics(edge),
         )),
-        _ => Ok(error(
+        Route::NotFound => Ok(error(
             StatusCode::NOT_FOUND,
             "no such path; see / for the API",
         )),
@@ -450,4 +509,51 @@ async fn status_page(edge: &Edge) -> Result<Response<Full<Bytes>>, StoreJobError
     }
     h.push_str("</table><p>API: /api/pages, /api/hint?url=, /api/latency, /api/queries, /api/stats, /metrics</p></body></html>");
     Ok(respond(StatusCode::OK, "text/html; charset=utf-8", h))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_and_parameters_come_from_the_path_and_query() {
+        assert_eq!(route("/", None), Route::Status);
+        assert_eq!(route("/metrics", Some("x=1")), Route::Metrics);
+        assert_eq!(route("/api/pages/", None), Route::NotFound);
+        assert_eq!(
+            route(
+                "/api/hint",
+                Some("a=1&url=http%3A%2F%2Fwww.a.example%2F%3Fq%3Da+b")
+            ),
+            Route::Hint {
+                url: Some("http://www.a.example/?q=a b".into())
+            }
+        );
+        assert_eq!(route("/api/hint", None), Route::Hint { url: None });
+        // Defaults for what is missing or not a number; k is capped.
+        assert_eq!(
+            route(
+                "/api/queries",
+                Some("window_s=-5&k=99999999999999999999999")
+            ),
+            Route::Queries {
+                window_s: 3600,
+                k: 20
+            }
+        );
+        assert_eq!(
+            route("/api/queries", Some("window_s=60&k=50000")),
+            Route::Queries {
+                window_s: 60,
+                k: MAX_TOP_PAGES
+            }
+        );
+        // Broken escapes stay, bytes that are not UTF-8 are replaced, the
+        // first of two parameters counts.
+        assert_eq!(query_param(Some("u=%zz%4"), "u").as_deref(), Some("%zz%4"));
+        assert_eq!(query_param(Some("u=%ff"), "u").as_deref(), Some("\u{fffd}"));
+        assert_eq!(query_param(Some("u=1&u=2"), "u").as_deref(), Some("1"));
+        assert_eq!(query_param(Some("u"), "u").as_deref(), Some(""));
+        assert_eq!(query_param(Some("uu=1"), "u"), None);
+    }
 }
