@@ -1,7 +1,8 @@
 //! The client's reading of an edge's DNS answer (`resolve::read_answer`,
 //! the step its UDP exchange takes on every datagram) must take any bytes
 //! without panicking, take only a response with our query's ID, and never
-//! report a hint larger than the datagram.
+//! report a hint larger than the datagram; a client cookie sent only ever
+//! narrows what is taken (an answer with another one is refused).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -22,7 +23,8 @@ fuzz_target!(|data: &[u8]| {
         .get(..2)
         .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
     let edge = std::net::SocketAddr::from(([127, 0, 0, 1], 53));
-    if let Ok(Some(r)) = read_answer(bytes, id, host, edge) {
+    let taken = read_answer(bytes, id, None, host, edge);
+    if let Ok(Some(r)) = &taken {
         assert!(
             bytes.len() >= 12 && bytes[2] & 0x80 != 0,
             "took a non-response"
@@ -35,9 +37,20 @@ fuzz_target!(|data: &[u8]| {
     }
     assert!(
         !matches!(
-            read_answer(bytes, id.wrapping_add(1), host, edge),
+            read_answer(bytes, id.wrapping_add(1), None, host, edge),
             Ok(Some(_))
         ),
         "took an answer with another ID"
     );
+    // With a client cookie sent, an answer's COOKIE option can only get it
+    // refused, never taken where it would not be without one.
+    if matches!(
+        read_answer(bytes, id, Some(*b"mewacook"), host, edge),
+        Ok(Some(_))
+    ) {
+        assert!(
+            matches!(taken, Ok(Some(_))),
+            "a client cookie made an answer acceptable"
+        );
+    }
 });

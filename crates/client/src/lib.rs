@@ -9,6 +9,8 @@
 //!   its own recent loads delivered (no configured or trace-mean rate).
 //! - [`resolve`]: the DNS exchange with the edge (hint request option, UDP
 //!   then TCP when told to), timing it as the radio RTT.
+//! - [`cookie`]: DNS cookies (RFC 7873) the resolver sends and echoes, so
+//!   that the edge's rate limiter knows our address is real.
 //! - [`dispatch`]: the books of n connections behind a lock, and the one
 //!   wait loop that places a request when a connection has room (the
 //!   proxy's and the lab loader's).
@@ -17,6 +19,7 @@
 //!   without the proxy).
 
 pub mod advice;
+pub mod cookie;
 pub mod dispatch;
 pub mod proxy;
 pub mod rate;

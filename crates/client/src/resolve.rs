@@ -11,6 +11,11 @@
 //! the edge is one radio round trip away, the origin's TCP and TLS
 //! handshakes take two end-to-end round trips. The hint is decoded here but
 //! not judged: bounds and freshness are [`crate::advice::check`]'s job.
+//!
+//! Every query carries a DNS cookie ([`crate::cookie`]): our client cookie
+//! for the edge and the server cookie its last answer gave, so that the
+//! edge's response-rate limiter exempts us; an answer with another client
+//! cookie is ignored like a forgery.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -24,6 +29,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 
 use crate::advice::Fallback;
+use crate::cookie::{self, ClientCookie, Jar, Verdict};
 
 /// Why the edge could not be asked at all (distinct from a missing or bad
 /// hint, which is a [`Fallback`] inside a successful answer).
@@ -111,13 +117,28 @@ fn query_name(host: &str) -> Result<Name, ResolveError> {
 
 /// The query the client sends: `A host` with the hint request for
 /// `page_url` in its OPT record (advertising 1232 bytes), and its ID.
+/// Without a COOKIE option: its size is the hint request's, what the
+/// edge's answer budget is computed against.
 pub fn hint_query(host: &str, page_url: &str) -> Result<(u16, Vec<u8>), ResolveError> {
-    query(host, Some(page_url)).map(|(id, bytes, _)| (id, bytes))
+    query(host, Some(page_url), None).map(|(asked, bytes)| (asked.id, bytes))
 }
 
-/// `A host`, with the hint request for `page_url` when there is one: its
-/// ID, its bytes and the name asked (to check the answer's question).
-fn query(host: &str, page_url: Option<&str>) -> Result<(u16, Vec<u8>, Name), ResolveError> {
+/// What a query asked, to tell its answer from anything else that
+/// arrives: its ID, the name, and the client cookie it sent (if any).
+struct Asked {
+    id: u16,
+    name: Name,
+    cookie: Option<ClientCookie>,
+}
+
+/// `A host`, with the hint request for `page_url` when there is one and
+/// a COOKIE option with `cookie` (client cookie, server cookie) when
+/// given: what it asked, and its bytes.
+fn query(
+    host: &str,
+    page_url: Option<&str>,
+    cookie: Option<(ClientCookie, &[u8])>,
+) -> Result<(Asked, Vec<u8>), ResolveError> {
     let bad = |what: &str, why: String| ResolveError::Query {
         what: what.to_string(),
         why,
@@ -139,51 +160,113 @@ fn query(host: &str, page_url: Option<&str>) -> Result<(u16, Vec<u8>, Name), Res
         e.options_mut()
             .insert(EdnsOption::Unknown(OPTION_CODE, req));
     }
+    if let Some((client, server)) = cookie {
+        e.options_mut().insert(EdnsOption::Unknown(
+            cookie::OPTION_CODE,
+            cookie::option_data(&client, server),
+        ));
+    }
     m.set_edns(e);
     let bytes = m.to_vec().map_err(|e| bad(host, e.to_string()))?;
-    Ok((id, bytes, name))
+    Ok((
+        Asked {
+            id,
+            name,
+            cookie: cookie.map(|(c, _)| c),
+        },
+        bytes,
+    ))
 }
 
-/// Whether `m` answers our query `id` for `A host`: same ID, a response,
-/// and the one question we asked (names compare without case, RFC 4343).
-/// Anything else on the socket (a late answer to an earlier query, a
-/// forgery) is not the answer.
-fn answers(m: &Message, id: u16, host: &Name) -> bool {
-    m.metadata.id == id
+/// The data of `m`'s COOKIE option, if it has one.
+fn cookie_option(m: &Message) -> Option<&[u8]> {
+    match m
+        .edns
+        .as_ref()?
+        .option(EdnsCode::from(cookie::OPTION_CODE))?
+    {
+        EdnsOption::Unknown(_, d) => Some(d),
+        _ => None,
+    }
+}
+
+/// What `m`'s COOKIE option says, after a query that sent `asked.cookie`
+/// ([`cookie::check`]); a query without a cookie learns nothing and
+/// refuses nothing by it.
+fn cookie_verdict<'m>(m: &'m Message, asked: &Asked) -> Verdict<'m> {
+    match &asked.cookie {
+        Some(sent) => cookie::check(cookie_option(m), sent),
+        None => Verdict::Absent,
+    }
+}
+
+/// Whether `m` answers our query `asked`: same ID, a response, the one
+/// question we asked (`A`, names compare without case, RFC 4343), and
+/// no COOKIE option with another client cookie than we sent. Anything
+/// else on the socket (a late answer to an earlier query, a forgery) is
+/// not the answer.
+fn answers(m: &Message, asked: &Asked) -> bool {
+    m.metadata.id == asked.id
         && m.metadata.message_type == MessageType::Response
         && m.queries.len() == 1
         && m.queries[0].query_type() == RecordType::A
         && m.queries[0].query_class() == DNSClass::IN
-        && names_equal(m.queries[0].name(), host)
+        && names_equal(m.queries[0].name(), &asked.name)
+        && cookie_verdict(m, asked) != Verdict::Foreign
 }
 
-/// `bytes` parsed, if they are the answer to our query `id` for `A name`
+/// `bytes` parsed, if they are the answer to our query `asked`
 /// ([`answers`]); `None` for anything else a socket may deliver.
-fn answer_to(bytes: &[u8], id: u16, name: &Name) -> Option<Message> {
-    Message::from_vec(bytes)
-        .ok()
-        .filter(|m| answers(m, id, name))
+fn answer_to(bytes: &[u8], asked: &Asked) -> Option<Message> {
+    Message::from_vec(bytes).ok().filter(|m| answers(m, asked))
+}
+
+/// Keeps the server cookie of an accepted answer `m` from `edge`, to be
+/// echoed on the next query (each answer's replaces the last: the edge
+/// hands out a fresh one every time, and a fresh one lasts longest).
+fn learn_cookie(m: &Message, asked: &Asked, edge: SocketAddr) {
+    if let (Some(client), Verdict::Ours { server }) = (&asked.cookie, cookie_verdict(m, asked)) {
+        Jar::global().learn(edge, client, server);
+    }
 }
 
 /// What the resolver makes of one datagram `bytes` from the edge at `edge`
-/// after sending query `id` for `A host`: `Ok(None)` if it is not the
-/// answer to that query (another ID, not a response, another question:
-/// the resolver keeps waiting), else the answer read as [`resolve`] reads
-/// it: the addresses of `host` and of the names its CNAME chain leads to
-/// (records for other names ignored), and the hint or why there is none;
-/// an error response code is an error. Pure (the RTT reads zero), the
-/// same steps as the UDP exchange, for the `client_answer` fuzz target.
+/// after sending query `id` for `A host`, with the client cookie `cookie`
+/// if it sent one: `Ok(None)` if it is not the answer to that query
+/// (another ID, not a response, another question, a COOKIE option with
+/// another client cookie or malformed: the resolver keeps waiting), else
+/// the answer read as [`resolve`] reads it: the addresses of `host` and of
+/// the names its CNAME chain leads to (records for other names ignored),
+/// and the hint or why there is none; an error response code is an error.
+/// Pure (the RTT reads zero, no cookie is kept), the same steps as the UDP
+/// exchange, for the `client_answer` fuzz target.
 pub fn read_answer(
     bytes: &[u8],
     id: u16,
+    cookie: Option<ClientCookie>,
     host: &str,
     edge: SocketAddr,
 ) -> Result<Option<Resolved>, ResolveError> {
-    let name = query_name(host)?;
-    match answer_to(bytes, id, &name) {
+    let asked = Asked {
+        id,
+        name: query_name(host)?,
+        cookie,
+    };
+    match answer_to(bytes, &asked) {
         None => Ok(None),
-        Some(m) => read(&m, &name, edge, Duration::ZERO).map(Some),
+        Some(m) => read(&m, &asked.name, edge, Duration::ZERO).map(Some),
     }
+}
+
+/// The COOKIE option to send to `edge`: our client cookie for it and the
+/// server cookie it last gave ([`Jar::global`]).
+fn cookie_for(edge: SocketAddr) -> Result<(ClientCookie, Vec<u8>), ResolveError> {
+    Jar::global()
+        .for_edge(edge)
+        .map_err(|e| ResolveError::Query {
+            what: "a DNS client cookie".into(),
+            why: e.to_string(),
+        })
 }
 
 fn names_equal(a: &Name, b: &Name) -> bool {
@@ -218,7 +301,8 @@ async fn exchange(
     page_url: Option<&str>,
     timeout: Duration,
 ) -> Result<Resolved, ResolveError> {
-    let (id, q, name) = query(host, page_url)?;
+    let (client, server) = cookie_for(edge)?;
+    let (asked, q) = query(host, page_url, Some((client, &server)))?;
     let io = |error| ResolveError::Io { edge, error };
     let bind: SocketAddr = if edge.is_ipv4() {
         ([0, 0, 0, 0], 0).into()
@@ -242,7 +326,7 @@ async fn exchange(
                 n = sock.recv(&mut buf) => {
                     let n = n?;
                     // Ignore anything that is not the answer to this query.
-                    if let Some(m) = answer_to(&buf[..n], id, &name) {
+                    if let Some(m) = answer_to(&buf[..n], &asked) {
                         return Ok::<_, std::io::Error>((m, n));
                     }
                 }
@@ -260,13 +344,14 @@ async fn exchange(
     .map_err(io)?;
     let (answer, answer_len) = answer;
     let rtt = sent.elapsed();
-    let mut r = read(&answer, &name, edge, rtt)?;
+    learn_cookie(&answer, &asked, edge);
+    let mut r = read(&answer, &asked.name, edge, rtt)?;
     r.answer_bytes = answer_len;
     let retry = answer.metadata.truncation
         || matches!(hint_option(&answer), Some(Ok(HintResponse::RetryTcp)));
     if retry {
-        let m = tcp_exchange(edge, &q, id, &name, timeout).await?;
-        let again = read(&m, &name, edge, rtt)?;
+        let m = tcp_exchange(edge, &q, &asked, timeout).await?;
+        let again = read(&m, &asked.name, edge, rtt)?;
         r = Resolved {
             over_tcp: true,
             answer_bytes: answer_len,
@@ -291,10 +376,11 @@ pub async fn fetch_over_tcp(
     page_url: &str,
     timeout: Duration,
 ) -> Result<Resolved, ResolveError> {
-    let (id, q, name) = query(host, Some(page_url))?;
+    let (client, server) = cookie_for(edge)?;
+    let (asked, q) = query(host, Some(page_url), Some((client, &server)))?;
     let t0 = Instant::now();
-    let m = tcp_exchange(edge, &q, id, &name, timeout).await?;
-    let mut r = read(&m, &name, edge, t0.elapsed())?;
+    let m = tcp_exchange(edge, &q, &asked, timeout).await?;
+    let mut r = read(&m, &asked.name, edge, t0.elapsed())?;
     r.over_tcp = true;
     Ok(r)
 }
@@ -315,15 +401,15 @@ pub async fn fetch_url_list(
     crate::advice::urls_of(&hint, page_url, mewa_hint::now_unix_s()).map_err(|f| f.to_string())
 }
 
-/// One query over TCP (RFC 7766 framing), within `timeout`.
+/// One query over TCP (RFC 7766 framing), within `timeout`; the server
+/// cookie of its answer is kept.
 async fn tcp_exchange(
     edge: SocketAddr,
     q: &[u8],
-    id: u16,
-    name: &Name,
+    asked: &Asked,
     timeout: Duration,
 ) -> Result<Message, ResolveError> {
-    tokio::time::timeout(timeout, tcp_exchange_once(edge, q, id, name))
+    tokio::time::timeout(timeout, tcp_exchange_once(edge, q, asked))
         .await
         .map_err(|_| ResolveError::Timeout { edge, timeout })?
 }
@@ -331,8 +417,7 @@ async fn tcp_exchange(
 async fn tcp_exchange_once(
     edge: SocketAddr,
     q: &[u8],
-    id: u16,
-    name: &Name,
+    asked: &Asked,
 ) -> Result<Message, ResolveError> {
     let io = |error| ResolveError::Io { edge, error };
     let mut s = TcpStream::connect(edge).await.map_err(io)?;
@@ -351,12 +436,13 @@ async fn tcp_exchange_once(
         edge,
         why: e.to_string(),
     })?;
-    if !answers(&m, id, name) {
+    if !answers(&m, asked) {
         return Err(ResolveError::Answer {
             edge,
-            why: "answer over TCP for another query".into(),
+            why: "answer over TCP for another query (or another client cookie)".into(),
         });
     }
+    learn_cookie(&m, asked, edge);
     Ok(m)
 }
 

@@ -346,21 +346,237 @@ fn read_answer_checks_the_question_and_follows_cnames() {
         m.to_vec().unwrap()
     };
     let ok = answer(7, "www.a.example.", ResponseCode::NoError);
-    let r = read_answer(&ok, 7, "WWW.A.example", edge).unwrap().unwrap();
+    let r = read_answer(&ok, 7, None, "WWW.A.example", edge)
+        .unwrap()
+        .unwrap();
     assert_eq!(
         r.addrs,
         vec!["10.0.0.5".parse::<std::net::IpAddr>().unwrap()]
     );
     assert!(r.hint.is_err());
-    assert!(read_answer(&ok, 8, "www.a.example", edge)
+    assert!(read_answer(&ok, 8, None, "www.a.example", edge)
         .unwrap()
         .is_none());
-    assert!(read_answer(&ok, 7, "www.b.example", edge)
+    assert!(read_answer(&ok, 7, None, "www.b.example", edge)
         .unwrap()
         .is_none());
-    assert!(read_answer(&ok[..20], 7, "www.a.example", edge)
+    assert!(read_answer(&ok[..20], 7, None, "www.a.example", edge)
         .unwrap()
         .is_none());
     let refused = answer(7, "www.a.example.", ResponseCode::Refused);
-    assert!(read_answer(&refused, 7, "www.a.example", edge).is_err());
+    assert!(read_answer(&refused, 7, None, "www.a.example", edge).is_err());
+}
+
+/// The data of `m`'s COOKIE option (RFC 7873), if any.
+fn cookie_of(m: &hickory_proto::op::Message) -> Option<Vec<u8>> {
+    use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
+    match m.edns.as_ref()?.option(EdnsCode::Cookie)? {
+        EdnsOption::Unknown(_, d) => Some(d.clone()),
+        _ => None,
+    }
+}
+
+/// A UDP relay in front of `edge` that hands every query it passes on and
+/// the answer it passes back to the test, parsed.
+async fn recording_relay(
+    edge: SocketAddr,
+) -> (
+    SocketAddr,
+    tokio::sync::mpsc::UnboundedReceiver<(hickory_proto::op::Message, hickory_proto::op::Message)>,
+) {
+    let relay = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = relay.local_addr().unwrap();
+    let upstream = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    upstream.connect(edge).await.unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 4096];
+        while let Ok((n, client)) = relay.recv_from(&mut buf).await {
+            let q = hickory_proto::op::Message::from_vec(&buf[..n]).unwrap();
+            upstream.send(&buf[..n]).await.unwrap();
+            let n = upstream.recv(&mut buf).await.unwrap();
+            let a = hickory_proto::op::Message::from_vec(&buf[..n]).unwrap();
+            relay.send_to(&buf[..n], client).await.unwrap();
+            let _ = tx.send((q, a));
+        }
+    });
+    (addr, rx)
+}
+
+/// DNS cookies against the real edge: the first query carries a client
+/// cookie alone, the edge answers with it and a server cookie, and the
+/// next query echoes both, which the edge counts as a valid cookie.
+#[tokio::test]
+async fn the_second_query_echoes_the_edges_server_cookie() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let zone = vec![("img.example".to_string(), vec!["10.0.0.3".parse().unwrap()])];
+    let e = LoopbackEdge::start(EdgeSpec::new(zone, vec![])).await;
+    let (relay, mut seen) = recording_relay(e.addr).await;
+    let t = Duration::from_secs(3);
+    let lookup = || mewa_client::resolve::resolve_address(relay, "img.example", t);
+    assert_eq!(lookup().await.unwrap().addrs.len(), 1);
+    let (q1, a1) = seen.recv().await.unwrap();
+    let client = cookie_of(&q1).expect("the first query carries no cookie");
+    assert_eq!(client.len(), 8, "more than a client cookie the first time");
+    let given = cookie_of(&a1).expect("the edge gave no cookie");
+    assert_eq!(given.len(), 24);
+    assert_eq!(given[..8], client[..]);
+    assert_eq!(e.dns.metrics.cookies_valid.load(Relaxed), 0);
+
+    lookup().await.unwrap();
+    let (q2, a2) = seen.recv().await.unwrap();
+    assert_eq!(
+        cookie_of(&q2),
+        Some(given),
+        "the server cookie is not echoed"
+    );
+    assert_eq!(e.dns.metrics.cookies_valid.load(Relaxed), 1);
+    // The jar keeps the server cookie of the latest answer.
+    let latest = cookie_of(&a2).unwrap();
+    assert_eq!(
+        mewa_client::cookie::Jar::global().server_cookie(relay),
+        Some(latest[8..].to_vec())
+    );
+    e.task.abort();
+}
+
+/// With the edge's response-rate limit at 5 answers a second (slip 2), a
+/// page's burst of 30 lookups at once from the client resolver is answered
+/// in full over UDP, none slipped to TC (no TCP retries) or dropped (no
+/// retransmissions): after its first answer every query echoes the
+/// server cookie. Without cookies the same burst is slipped and dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_lookups_echoing_cookies_is_never_rate_limited() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let zone = vec![(
+        "www.small.example".to_string(),
+        vec!["10.0.0.2".parse().unwrap()],
+    )];
+    let mut spec = EdgeSpec::new(zone, vec![page("www.small.example", 30, 1)]);
+    spec.limits.rrl = mewa_edge::rrl::RrlConfig {
+        responses_per_s: 5,
+        slip: 2,
+        max_prefixes: 1000,
+    };
+    let e = LoopbackEdge::start(spec).await;
+    let t = Duration::from_secs(5);
+    // The page's own lookup, with its hint: the first contact.
+    let r = resolve(e.addr, "www.small.example", "http://www.small.example/", t)
+        .await
+        .unwrap();
+    assert!(r.hint.is_ok() && !r.over_tcp);
+    let mut burst = tokio::task::JoinSet::new();
+    for _ in 0..30 {
+        let edge = e.addr;
+        burst.spawn(async move {
+            mewa_client::resolve::resolve_address(edge, "www.small.example", t).await
+        });
+    }
+    while let Some(r) = burst.join_next().await {
+        let r = r.unwrap().unwrap();
+        assert_eq!(r.addrs.len(), 1);
+        assert!(!r.over_tcp, "slipped: retried over TCP");
+    }
+    let m = &e.dns.metrics;
+    assert_eq!(m.rrl_slipped.load(Relaxed), 0, "answers slipped");
+    assert_eq!(m.rrl_dropped.load(Relaxed), 0, "answers dropped");
+    assert_eq!(m.cookies_valid.load(Relaxed), 30);
+    e.task.abort();
+}
+
+/// An answer whose COOKIE option carries another client cookie than the
+/// one sent, or is malformed, is ignored like a forgery (RFC 7873 §5.3):
+/// the resolver waits for the real one. An answer without any COOKIE
+/// option (an edge with cookies off) is taken.
+#[tokio::test]
+async fn answers_with_another_client_cookie_are_ignored() {
+    use hickory_proto::op::Edns;
+    use hickory_proto::rr::rdata::opt::EdnsOption;
+    let with_cookie = |q: &hickory_proto::op::Message, cookie: Vec<u8>, ip: &str| {
+        let mut r = response_to(q);
+        r.add_queries(q.queries.clone());
+        r.add_answer(a_record("a.example.", ip));
+        let mut e = Edns::new();
+        e.options_mut().insert(EdnsOption::Unknown(10, cookie));
+        r.set_edns(e);
+        r
+    };
+    let addr = scripted(move |q| {
+        let sent = cookie_of(q).unwrap();
+        let mut other = sent[..8].to_vec();
+        other[0] ^= 1;
+        other.extend_from_slice(&[5; 16]);
+        let mut ours = sent[..8].to_vec();
+        ours.extend_from_slice(&[7; 16]);
+        vec![
+            // Another client cookie: a forger's guess, or another query's.
+            with_cookie(q, other, "6.6.6.6"),
+            // Ours, but no server cookie: malformed in an answer.
+            with_cookie(q, sent[..8].to_vec(), "6.6.6.7"),
+            with_cookie(q, ours, "10.0.0.9"),
+        ]
+    })
+    .await;
+    let r = resolve_a_example(addr).await;
+    assert_eq!(
+        r.addrs,
+        vec!["10.0.0.9".parse::<std::net::IpAddr>().unwrap()]
+    );
+    assert_eq!(
+        mewa_client::cookie::Jar::global().server_cookie(addr),
+        Some(vec![7; 16])
+    );
+    // The next query echoes it; an answer without a cookie is taken.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let plain = scripted(move |q| {
+        let _ = tx.send(cookie_of(q));
+        let mut r = response_to(q);
+        r.add_queries(q.queries.clone());
+        r.add_answer(a_record("a.example.", "10.0.0.8"));
+        vec![r]
+    })
+    .await;
+    let r = resolve_a_example(plain).await;
+    assert_eq!(r.addrs.len(), 1);
+    assert_eq!(rx.recv().await.unwrap().map(|c| c.len()), Some(8));
+}
+
+/// `read_answer` with a client cookie sent: an answer with another one is
+/// not the answer; with ours or none it is.
+#[test]
+fn read_answer_refuses_another_client_cookie() {
+    use hickory_proto::op::{Edns, Message, Query};
+    use hickory_proto::rr::rdata::opt::EdnsOption;
+    use hickory_proto::rr::{Name, RecordType};
+    use mewa_client::resolve::read_answer;
+    let edge: SocketAddr = "127.0.0.1:53".parse().unwrap();
+    let sent = *b"cookie01";
+    let answer = |cookie: Option<&[u8]>| {
+        let mut m = Message::response(7, hickory_proto::op::OpCode::Query);
+        m.add_query(Query::query(
+            Name::from_ascii("a.example.").unwrap(),
+            RecordType::A,
+        ));
+        m.add_answer(a_record("a.example.", "10.0.0.5"));
+        if let Some(c) = cookie {
+            let mut e = Edns::new();
+            e.options_mut().insert(EdnsOption::Unknown(10, c.to_vec()));
+            m.set_edns(e);
+        }
+        m.to_vec().unwrap()
+    };
+    let taken = |bytes: &[u8]| {
+        read_answer(bytes, 7, Some(sent), "a.example", edge)
+            .unwrap()
+            .is_some()
+    };
+    assert!(taken(&answer(None)));
+    assert!(taken(&answer(Some(&[*b"cookie01", [3; 8]].concat()))));
+    assert!(!taken(&answer(Some(&[*b"cookie02", [3; 8]].concat()))));
+    assert!(!taken(&answer(Some(b"cookie01"))));
+    // Without a cookie sent, the COOKIE option is not looked at.
+    let other = answer(Some(&[*b"cookie02", [3; 8]].concat()));
+    assert!(read_answer(&other, 7, None, "a.example", edge)
+        .unwrap()
+        .is_some());
 }
