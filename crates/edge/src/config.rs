@@ -107,6 +107,14 @@ window_s = 3600
 chromium = "/usr/bin/chromium"
 # One page's trace (launch, load, settle) at most, seconds (1-3600).
 timeout_s = 30
+# When the edge runs as root, Chromium runs as this unprivileged user (it
+# refuses to sandbox itself as root, and a page that breaks out of its
+# renderer must not get root's rights); otherwise as the edge's user.
+user = "nobody"
+# Chromium's sandbox off. Only where it cannot start (no unprivileged user
+# namespaces: the trace fails saying so); traced pages then run unconfined
+# and the edge logs a warning at start.
+no_sandbox = false
 "#;
 
 /// Why a configuration file was rejected.
@@ -341,6 +349,10 @@ pub struct TracerConfig {
     pub chromium: PathBuf,
     /// One page's trace at most, seconds.
     pub timeout_s: u64,
+    /// The account Chromium runs as when the edge is root.
+    pub user: String,
+    /// Chromium's sandbox off (where it cannot start).
+    pub no_sandbox: bool,
 }
 
 impl Default for TracerConfig {
@@ -352,6 +364,8 @@ impl Default for TracerConfig {
             window_s: 3600,
             chromium: PathBuf::from("/usr/bin/chromium"),
             timeout_s: 30,
+            user: crate::tracer::DEFAULT_USER.to_string(),
+            no_sandbox: false,
         }
     }
 }

@@ -200,7 +200,8 @@ impl Edge {
         (n, failed)
     }
 
-    /// The tracer's options on this edge: `tracer.timeout_s`, and the zone
+    /// The tracer's options on this edge: `tracer.timeout_s`,
+    /// `tracer.user` and `tracer.no_sandbox`, and the zone
     /// as Chromium's host resolver rules — the edge answers those names
     /// itself, and the machine's own resolver need not know them (in the
     /// lab it does not).
@@ -221,6 +222,8 @@ impl Edge {
         TraceOptions {
             timeout: Duration::from_secs(self.config.tracer.timeout_s),
             extra_args,
+            user: self.config.tracer.user.clone(),
+            no_sandbox: self.config.tracer.no_sandbox,
             ..TraceOptions::default()
         }
     }
@@ -297,8 +300,10 @@ impl Edge {
 
     /// The tracer's periodic job: a pass every `tracer.every_s`, the first
     /// one period after start (a restarting edge does not launch a browser
-    /// each time). Without Chromium it says so once and ends, and the edge
-    /// runs on without it.
+    /// each time). Without Chromium, or as root without a usable
+    /// `tracer.user`, it says so once and ends, and the edge runs on
+    /// without it. With `tracer.no_sandbox` it warns once: traced pages,
+    /// which clients name, then run unconfined.
     pub(crate) async fn run_tracer(self) {
         let t = &self.config.tracer;
         if !t.chromium.is_file() {
@@ -307,6 +312,23 @@ impl Edge {
             };
             tracing::warn!(error = %e, "edge: tracer disabled");
             return;
+        }
+        let euid = nix::unistd::geteuid().as_raw();
+        match tracer::run_as(euid, &t.user, tracer::lookup_user) {
+            Err(e) => {
+                tracing::warn!(error = %e, "edge: tracer disabled");
+                return;
+            }
+            Ok(Some(a)) => {
+                tracing::info!(user = %t.user, uid = a.uid, "edge: tracer: Chromium runs as an unprivileged user");
+            }
+            Ok(None) => {}
+        }
+        if t.no_sandbox {
+            tracing::warn!(
+                "edge: tracer.no_sandbox is set: Chromium runs without its sandbox, and a \
+                 traced page that exploits the renderer gets the rights of its user"
+            );
         }
         let mut tick = tokio::time::interval(Duration::from_secs(t.every_s));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -14,9 +14,11 @@
 //!
 //! # How a page is traced
 //!
-//! 1. [`trace_page`] launches Chromium through chromiumoxide with the flags
-//!    of [`CHROMIUM_FLAGS`] and a fresh profile in a temporary directory (a
-//!    cold load: empty cache, no cookies), removed afterwards.
+//! 1. [`trace_page`] launches Chromium ([`chromium_command`]) with the
+//!    flags of [`CHROMIUM_FLAGS`] and a fresh private profile in a
+//!    temporary directory (a cold load: empty cache, no cookies), removed
+//!    afterwards; with Chromium's sandbox, and, when the edge is root, as
+//!    an unprivileged user ([`TraceOptions::user`], see "Privileges").
 //! 2. It speaks CDP itself over chromiumoxide's WebSocket [`Connection`],
 //!    with events kept as raw JSON. chromiumoxide's typed event decoder
 //!    follows one protocol revision and drops any event it cannot decode — a
@@ -34,6 +36,24 @@
 //! 5. The browser is closed (killed if it does not exit), the profile
 //!    removed, and the log turned into the store's page form
 //!    ([`TracedPage::from_log`]).
+//!
+//! # Privileges
+//!
+//! The tracer loads pages that clients named, so a page that exploits a
+//! renderer bug is to be expected. Chromium's sandbox (a user and PID
+//! namespace and seccomp per renderer) confines such a page; without it
+//! (`--no-sandbox`) the page has every right of Chromium's user, which in
+//! a deployment started by root is root. Chromium refuses to start its
+//! sandbox as root, so when the edge runs as root Chromium runs as
+//! [`TraceOptions::user`] (`tracer.user`, `nobody` by default) with its
+//! sandbox, in a profile directory that user owns (mode 0700), its `HOME`
+//! there too. Not root: Chromium runs as the edge's user, with its
+//! sandbox. Where unprivileged user namespaces are off the sandbox cannot
+//! start; the trace then fails with [`TraceError::Sandbox`], which names
+//! the explicit switch `tracer.no_sandbox` ([`TraceOptions::no_sandbox`]).
+//! chromiumoxide's launcher cannot start a process as another user, so
+//! the tracer starts Chromium itself and reads the DevTools address from
+//! its stderr, as chromiumoxide does.
 //!
 //! # Computation latency
 //!
@@ -65,7 +85,6 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use chromiumoxide::browser::{Browser, BrowserConfig};
 use chromiumoxide::cdp::browser_protocol::target::SessionId;
 use chromiumoxide::conn::Connection;
 use chromiumoxide::error::CdpError;
@@ -76,16 +95,48 @@ use mewa_hint::page::{host_of, strip_fragment, PageMeta};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-/// Chromium flags (without the leading `--`, as chromiumoxide wants them)
-/// besides `--headless`, `--no-sandbox` and `--user-data-dir`, which the
-/// launch adds. GUIDE §3: without the background-networking flags Chromium
-/// floods a closed network with lookups; no GPU in a server.
+/// Chromium flags (without the leading `--`) besides the headless mode,
+/// the profile and the DevTools port, which [`chromium_command`] adds.
+/// GUIDE §3: without the background-networking flags Chromium floods a
+/// closed network with lookups; no GPU in a server.
 pub const CHROMIUM_FLAGS: [&str; 5] = [
     "disable-gpu",
     "no-first-run",
     "disable-background-networking",
     "disable-component-update",
     "disable-sync",
+];
+
+/// The flags chromiumoxide's launcher added (puppeteer's defaults), kept
+/// when the tracer began to start Chromium itself so that traces (and the
+/// computation latencies measured with them) do not change: no throttled
+/// timers or backgrounded renderers in a headless tab, `/tmp` rather than
+/// a small `/dev/shm`, no extensions, no automation prompts.
+const AUTOMATION_FLAGS: [&str; 24] = [
+    "enable-features=NetworkService,NetworkServiceInProcess",
+    "disable-background-timer-throttling",
+    "disable-backgrounding-occluded-windows",
+    "disable-breakpad",
+    "disable-client-side-phishing-detection",
+    "disable-component-extensions-with-background-pages",
+    "disable-default-apps",
+    "disable-dev-shm-usage",
+    "disable-features=TranslateUI",
+    "disable-hang-monitor",
+    "disable-ipc-flooding-protection",
+    "disable-popup-blocking",
+    "disable-prompt-on-repost",
+    "disable-renderer-backgrounding",
+    "force-color-profile=srgb",
+    "metrics-recording-only",
+    "enable-automation",
+    "password-store=basic",
+    "use-mock-keychain",
+    "enable-blink-features=IdleDetection",
+    "lang=en_US",
+    "disable-extensions",
+    "hide-scrollbars",
+    "mute-audio",
 ];
 
 /// The CDP events the log keeps: what the importer reads, plus the load
@@ -122,19 +173,32 @@ pub struct TraceOptions {
     /// `host-resolver-rules=MAP * 10.0.0.2` (see
     /// [`host_resolver_rules`]).
     pub extra_args: Vec<String>,
+    /// The user Chromium runs as when the edge is root (`tracer.user`):
+    /// Chromium will not start its sandbox as root, and a page loaded as
+    /// root would own the machine if it broke out of the renderer.
+    pub user: String,
+    /// Chromium without its sandbox (`tracer.no_sandbox`): only for
+    /// machines where it cannot start (no unprivileged user namespaces).
+    pub no_sandbox: bool,
 }
 
 impl Default for TraceOptions {
-    /// 30 s in all, 500 ms of quiet, at most 3 s after the load event.
+    /// 30 s in all, 500 ms of quiet, at most 3 s after the load event; as
+    /// `nobody` when root, always with the sandbox.
     fn default() -> Self {
         TraceOptions {
             timeout: Duration::from_secs(30),
             quiet: Duration::from_millis(500),
             after_load: Duration::from_secs(3),
             extra_args: Vec::new(),
+            user: DEFAULT_USER.to_string(),
+            no_sandbox: false,
         }
     }
 }
+
+/// Whom Chromium runs as when the edge is root, by default.
+pub const DEFAULT_USER: &str = "nobody";
 
 /// Why a page could not be traced. Every message says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -158,6 +222,20 @@ pub enum TraceError {
         path: PathBuf,
         /// chromiumoxide's message, with Chromium's stderr when it has one.
         message: String,
+    },
+    /// The edge is root and `tracer.user` cannot run Chromium.
+    #[error("tracer.user = {user:?}: {why}; set `tracer.user` in the edge config to an unprivileged account (e.g. nobody)")]
+    User {
+        /// The configured user.
+        user: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// Chromium said its sandbox cannot start here.
+    #[error("Chromium's sandbox cannot start on this machine ({line}): allow unprivileged user namespaces (sysctl user.max_user_namespaces > 0, and kernel.unprivileged_userns_clone = 1 or kernel.apparmor_restrict_unprivileged_userns = 0 where they exist), or, accepting that traced pages then run unconfined, set `tracer.no_sandbox = true` in the edge config")]
+    Sandbox {
+        /// Chromium's line that said so.
+        line: String,
     },
     /// The temporary profile directory could not be made.
     #[error("creating a Chromium profile in {}: {error}", path.display())]
@@ -496,47 +574,20 @@ pub async fn trace_page(
             .checked_add(opts.timeout)
             .unwrap_or(started + Duration::from_secs(86_400)),
     );
-    let profile = Profile::create()?;
-    let launch_err = |message: String| TraceError::Launch {
-        path: chromium.to_path_buf(),
-        message,
-    };
-    let args: Vec<String> = CHROMIUM_FLAGS
-        .iter()
-        .map(|f| f.to_string())
-        .chain(
-            opts.extra_args
-                .iter()
-                .map(|a| a.trim_start_matches('-').to_string()),
-        )
-        .collect();
-    let config = BrowserConfig::builder()
-        .chrome_executable(chromium)
-        .no_sandbox()
-        .user_data_dir(&profile.0)
-        .launch_timeout(opts.timeout)
-        .args(args)
-        .build()
-        .map_err(launch_err)?;
-    let (mut browser, handler) = Browser::launch(config)
-        .await
-        .map_err(|e| launch_err(e.to_string()))?;
-    // chromiumoxide's own session (typed events) is not used: see the module
-    // docs. Dropping it closes its WebSocket; the browser stays.
-    drop(handler);
-    let mut cdp = match Connection::<RawEvent>::connect(browser.websocket_address()).await {
+    let run_as = run_as(nix::unistd::geteuid().as_raw(), &opts.user, lookup_user)?;
+    let profile = Profile::create(run_as)?;
+    let command = chromium_command(chromium, &profile.0, opts, run_as);
+    let mut browser = Chromium::launch(&command, deadline).await?;
+    let mut cdp = match Connection::<RawEvent>::connect(&browser.ws_url).await {
         Ok(conn) => Cdp::new(conn, deadline),
         Err(e) => {
-            close(&mut browser, None).await;
-            return Err(TraceError::Protocol(format!(
-                "connecting to {}: {e}",
-                browser.websocket_address()
-            )));
+            let e = TraceError::Protocol(format!("connecting to {}: {e}", browser.ws_url));
+            browser.close(None).await;
+            return Err(e);
         }
     };
     let recorded = record(&mut cdp, &url, opts).await;
-    close(&mut browser, Some(&mut cdp)).await;
-    drop(browser);
+    browser.close(Some(&mut cdp)).await;
     drop(profile);
     let log = recorded?;
     let mut traced = TracedPage::from_log(&url, log)?;
@@ -544,11 +595,238 @@ pub async fn trace_page(
     Ok(traced)
 }
 
-/// A fresh Chromium profile directory, removed on drop.
+/// An account Chromium runs as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Account {
+    /// Its user ID.
+    pub uid: u32,
+    /// Its primary group ID.
+    pub gid: u32,
+}
+
+/// `name`'s account from the system's user database.
+pub fn lookup_user(name: &str) -> Result<Option<Account>, String> {
+    match nix::unistd::User::from_name(name) {
+        Ok(u) => Ok(u.map(|u| Account {
+            uid: u.uid.as_raw(),
+            gid: u.gid.as_raw(),
+        })),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Whom Chromium runs as when the tracer's effective user ID is `euid`:
+/// `None` (the edge's own user) unless that is root; as root, `user`'s
+/// account found by `lookup`, which must exist and not be root itself
+/// (Chromium will not sandbox itself as root, and a page breaking out of
+/// a renderer must not find root's rights). Pure but for `lookup`.
+pub fn run_as(
+    euid: u32,
+    user: &str,
+    lookup: impl FnOnce(&str) -> Result<Option<Account>, String>,
+) -> Result<Option<Account>, TraceError> {
+    if euid != 0 {
+        return Ok(None);
+    }
+    let bad = |why: String| TraceError::User {
+        user: user.to_string(),
+        why,
+    };
+    match lookup(user) {
+        Err(e) => Err(bad(format!("looking it up failed: {e}"))),
+        Ok(None) => Err(bad("no such user".into())),
+        Ok(Some(a)) if a.uid == 0 => Err(bad(
+            "is root; Chromium must run as an unprivileged user".into()
+        )),
+        Ok(Some(a)) => Ok(Some(a)),
+    }
+}
+
+/// How Chromium is started for one trace: the program, its arguments, the
+/// environment it gets on top of the edge's, and the account it runs as
+/// (`None`: the edge's own).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChromiumCommand {
+    /// The binary.
+    pub program: PathBuf,
+    /// Its arguments, each with its leading `--`.
+    pub args: Vec<String>,
+    /// Variables set for it.
+    pub env: Vec<(String, PathBuf)>,
+    /// The account it runs as.
+    pub run_as: Option<Account>,
+}
+
+/// The command that starts `chromium` for one trace with `opts` in the
+/// profile directory `profile`, as `run_as` ([`run_as`]): headless, the
+/// flags of [`CHROMIUM_FLAGS`], chromiumoxide's former defaults, the
+/// options' extra flags, DevTools on a port of Chromium's choosing, and the
+/// sandbox unless [`TraceOptions::no_sandbox`]. Run as another user,
+/// Chromium's `HOME` and XDG directories are in the profile: the edge's
+/// `HOME` (root's) is not that user's to write. Pure.
+pub fn chromium_command(
+    chromium: &Path,
+    profile: &Path,
+    opts: &TraceOptions,
+    run_as: Option<Account>,
+) -> ChromiumCommand {
+    let mut args: Vec<String> = AUTOMATION_FLAGS
+        .iter()
+        .chain(CHROMIUM_FLAGS.iter())
+        .map(|f| format!("--{f}"))
+        .collect();
+    args.extend(
+        opts.extra_args
+            .iter()
+            .map(|a| format!("--{}", a.trim_start_matches('-'))),
+    );
+    args.push("--headless".into());
+    args.push("--remote-debugging-port=0".into());
+    args.push(format!("--user-data-dir={}", profile.display()));
+    if opts.no_sandbox {
+        args.push("--no-sandbox".into());
+        args.push("--disable-setuid-sandbox".into());
+    }
+    let env = match run_as {
+        None => Vec::new(),
+        Some(_) => vec![
+            ("HOME".to_string(), profile.to_path_buf()),
+            ("XDG_CONFIG_HOME".to_string(), profile.join(".config")),
+            ("XDG_CACHE_HOME".to_string(), profile.join(".cache")),
+        ],
+    };
+    ChromiumCommand {
+        program: chromium.to_path_buf(),
+        args,
+        env,
+        run_as,
+    }
+}
+
+/// The line of Chromium's stderr that says its sandbox cannot start, if
+/// one does: no usable namespace sandbox (user namespaces off, or refused
+/// by AppArmor or a container), a SUID helper set up wrong, or root.
+pub fn sandbox_failure(stderr: &str) -> Option<&str> {
+    const SIGNS: [&str; 4] = [
+        "No usable sandbox",
+        "without --no-sandbox is not supported",
+        "SUID sandbox helper binary",
+        "Failed to move to new namespace",
+    ];
+    stderr
+        .lines()
+        .find(|l| SIGNS.iter().any(|s| l.contains(s)))
+        .map(str::trim)
+}
+
+/// The most of Chromium's stderr kept for an error message (it logs many
+/// harmless lines, D-Bus ones on a server).
+const STDERR_KEPT: usize = 64 * 1024;
+
+/// A running Chromium: the process and its DevTools WebSocket address.
+struct Chromium {
+    child: tokio::process::Child,
+    ws_url: String,
+}
+
+impl Chromium {
+    /// Starts `command` and waits (until `deadline`) for the DevTools
+    /// address it prints on stderr; the rest of stderr is then read and
+    /// dropped, so that Chromium never blocks on a full pipe.
+    async fn launch(
+        command: &ChromiumCommand,
+        deadline: tokio::time::Instant,
+    ) -> Result<Chromium, TraceError> {
+        use std::os::unix::process::CommandExt;
+        use tokio::io::AsyncBufReadExt;
+        let launch_err = |message: String| TraceError::Launch {
+            path: command.program.clone(),
+            message,
+        };
+        let mut cmd = std::process::Command::new(&command.program);
+        cmd.args(&command.args)
+            .envs(command.env.iter().map(|(k, v)| (k, v)))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        if let Some(a) = command.run_as {
+            // Also drops root's supplementary groups (the standard library
+            // calls setgroups(0) when root sets a uid).
+            cmd.uid(a.uid).gid(a.gid);
+        }
+        let mut cmd = tokio::process::Command::from(cmd);
+        cmd.kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|e| launch_err(e.to_string()))?;
+        let Some(stderr) = child.stderr.take() else {
+            return Err(launch_err(
+                "no stderr to read the DevTools address from".into(),
+            ));
+        };
+        let mut lines = tokio::io::BufReader::new(stderr);
+        let mut said = String::new();
+        let mut line = String::new();
+        let failed = loop {
+            line.clear();
+            match tokio::time::timeout_at(deadline, lines.read_line(&mut line)).await {
+                Err(_) => break "no DevTools address before the tracer timeout".to_string(),
+                Ok(Err(e)) => break format!("reading its output: {e}"),
+                Ok(Ok(0)) => break "it exited".to_string(),
+                Ok(Ok(_)) => {}
+            }
+            if let Some((_, ws)) = line.rsplit_once("listening on ") {
+                let ws = ws.trim();
+                if ws.starts_with("ws") && ws.contains("devtools/browser") {
+                    let ws_url = ws.to_string();
+                    tokio::spawn(async move {
+                        let _ = tokio::io::copy(&mut lines, &mut tokio::io::sink()).await;
+                    });
+                    return Ok(Chromium { child, ws_url });
+                }
+            }
+            if said.len() < STDERR_KEPT {
+                said.push_str(&line);
+            }
+        };
+        let _ = child.start_kill();
+        let status = child.wait().await;
+        if let Some(l) = sandbox_failure(&said) {
+            return Err(TraceError::Sandbox {
+                line: l.to_string(),
+            });
+        }
+        let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
+        Err(launch_err(format!(
+            "{failed} ({status}); its output:\n{}",
+            said.trim_end()
+        )))
+    }
+
+    /// Closes the browser: `Browser.close` when there is a connection,
+    /// then waits for the process; kills it when it does not exit in time.
+    async fn close(&mut self, cdp: Option<&mut Cdp>) {
+        if let Some(cdp) = cdp {
+            cdp.deadline = tokio::time::Instant::now() + CLOSE_WAIT;
+            let _ = cdp.call("Browser.close", None, json!({})).await;
+        }
+        if !matches!(
+            tokio::time::timeout(CLOSE_WAIT, self.child.wait()).await,
+            Ok(Ok(_))
+        ) {
+            let _ = self.child.kill().await;
+        }
+    }
+}
+
+/// A fresh Chromium profile directory, private to the account Chromium
+/// runs as, removed on drop.
 struct Profile(PathBuf);
 
 impl Profile {
-    fn create() -> Result<Profile, TraceError> {
+    /// Made anew (never an existing path: `/tmp` is shared, and a
+    /// directory planted there must not become the profile), mode 0700,
+    /// owned by `owner` when Chromium runs as another account.
+    fn create(owner: Option<Account>) -> Result<Profile, TraceError> {
+        use std::os::unix::fs::DirBuilderExt;
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let path = std::env::temp_dir().join(format!(
@@ -558,11 +836,19 @@ impl Profile {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.subsec_nanos())
         ));
-        std::fs::create_dir_all(&path).map_err(|error| TraceError::Profile {
+        let err = |error| TraceError::Profile {
             path: path.clone(),
             error,
-        })?;
-        Ok(Profile(path))
+        };
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(err)?;
+        let profile = Profile(path.clone());
+        if let Some(a) = owner {
+            std::os::unix::fs::chown(&path, Some(a.uid), Some(a.gid)).map_err(err)?;
+        }
+        Ok(profile)
     }
 }
 
@@ -814,21 +1100,6 @@ async fn record(cdp: &mut Cdp, url: &str, opts: &TraceOptions) -> Result<Vec<Val
     Ok(log)
 }
 
-/// Closes the browser: `Browser.close` when there is a connection, then
-/// waits for the process; kills it when it does not exit in time.
-async fn close(browser: &mut Browser, cdp: Option<&mut Cdp>) {
-    if let Some(cdp) = cdp {
-        cdp.deadline = tokio::time::Instant::now() + CLOSE_WAIT;
-        let _ = cdp.call("Browser.close", None, json!({})).await;
-    }
-    if !matches!(
-        tokio::time::timeout(CLOSE_WAIT, browser.wait()).await,
-        Ok(Ok(_))
-    ) {
-        let _ = browser.kill().await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1017,6 +1288,88 @@ mod tests {
         ] {
             assert!(popular_url_refusal(bad).is_some(), "{bad}");
         }
+    }
+
+    /// The command line: the sandbox stays on unless switched off, and as
+    /// root Chromium runs as the unprivileged account, its HOME in the
+    /// profile; not root, as the edge's own user.
+    #[test]
+    fn chromium_runs_sandboxed_and_unprivileged_by_default() {
+        let nobody = Account {
+            uid: 65534,
+            gid: 65534,
+        };
+        let users = |name: &str| match name {
+            "nobody" => Ok(Some(nobody)),
+            "root" => Ok(Some(Account { uid: 0, gid: 0 })),
+            "broken" => Err("the user database cannot be read".to_string()),
+            _ => Ok(None),
+        };
+        let opts = TraceOptions {
+            extra_args: vec!["--host-resolver-rules=MAP * 127.0.0.1".into()],
+            ..TraceOptions::default()
+        };
+        assert_eq!(opts.user, "nobody");
+        assert!(!opts.no_sandbox);
+        let as_root = run_as(0, &opts.user, users).unwrap();
+        assert_eq!(as_root, Some(nobody));
+        let profile = Path::new("/tmp/mewa-tracer-x");
+        let c = chromium_command(Path::new("/usr/bin/chromium"), profile, &opts, as_root);
+        assert!(!c.args.iter().any(|a| a.contains("no-sandbox")), "{c:?}");
+        assert_eq!(c.run_as.map(|a| a.uid), Some(65534));
+        assert!(c.args.contains(&"--headless".to_string()));
+        assert!(c
+            .args
+            .contains(&"--user-data-dir=/tmp/mewa-tracer-x".to_string()));
+        assert!(c
+            .args
+            .contains(&"--host-resolver-rules=MAP * 127.0.0.1".to_string()));
+        assert!(c
+            .args
+            .iter()
+            .all(|a| a.starts_with("--") && !a.starts_with("---")));
+        assert!(c.env.contains(&("HOME".to_string(), profile.to_path_buf())));
+        // Not root: the edge's own user, its own HOME, still sandboxed.
+        let as_user = run_as(1000, &opts.user, users).unwrap();
+        assert_eq!(as_user, None);
+        let c = chromium_command(Path::new("/usr/bin/chromium"), profile, &opts, as_user);
+        assert!(c.run_as.is_none() && c.env.is_empty());
+        assert!(!c.args.iter().any(|a| a.contains("no-sandbox")));
+        // The explicit switch.
+        let off = TraceOptions {
+            no_sandbox: true,
+            ..opts.clone()
+        };
+        let c = chromium_command(Path::new("/usr/bin/chromium"), profile, &off, as_root);
+        assert!(c.args.contains(&"--no-sandbox".to_string()));
+        // As root, a user that is root, unknown or unreadable is refused,
+        // naming the key to set.
+        for user in ["root", "no-such-user", "broken"] {
+            let e = run_as(0, user, users).unwrap_err();
+            assert!(matches!(e, TraceError::User { .. }), "{e:?}");
+            assert!(e.to_string().contains("tracer.user"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_sandbox_that_cannot_start_is_recognised() {
+        for line in [
+            "[1:1:0101/000000.000:FATAL:zygote_host_impl_linux.cc(128)] No usable sandbox! If you are running on Ubuntu 23.10+ ...",
+            "[1:1:0101/000000.000:ERROR:zygote_host_impl_linux.cc(103)] Running as root without --no-sandbox is not supported. See https://crbug.com/638180.",
+            "[1:1:0101/000000.000:FATAL:setuid_sandbox_host.cc(158)] The SUID sandbox helper binary was found, but is not configured correctly.",
+            "[1:1:0101/000000.000:FATAL:credentials.cc(131)] Failed to move to new namespace: PID namespaces supported, Network namespace supported, but failed: errno = Operation not permitted",
+        ] {
+            let stderr = format!("[1:2:ERROR:dbus/bus.cc:405] Failed to connect to the bus\n{line}\n");
+            assert_eq!(sandbox_failure(&stderr), Some(line));
+        }
+        assert_eq!(
+            sandbox_failure("[1:2:ERROR:dbus/bus.cc:405] Failed to connect to the bus\n"),
+            None
+        );
+        let e = TraceError::Sandbox {
+            line: "No usable sandbox!".into(),
+        };
+        assert!(e.to_string().contains("tracer.no_sandbox = true"), "{e}");
     }
 
     #[test]

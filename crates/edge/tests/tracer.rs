@@ -78,6 +78,15 @@ impl CorpusOrigin {
     }
 }
 
+/// A corpus named `tracer` of `pages` (the provenance is accel7's).
+fn corpus_of(pages: Vec<Page>) -> Corpus {
+    Corpus {
+        name: "tracer".into(),
+        provenance: generate(Preset::Accel7, 1).provenance,
+        pages,
+    }
+}
+
 fn complat_page() -> Page {
     let share = Options {
         share: Some(0.2),
@@ -215,11 +224,7 @@ async fn the_edge_traces_its_popular_pages() {
     };
     let chromium = chromium.display().to_string();
     let page = complat_page();
-    let corpus = Corpus {
-        name: "tracer".into(),
-        provenance: generate(Preset::Accel7, 1).provenance,
-        pages: vec![page.clone()],
-    };
+    let corpus = corpus_of(vec![page.clone()]);
     let _one_browser = BROWSER.lock().await;
     // The zone carries no ports, so the origin listens on port 80 of a
     // loopback address of its own.
@@ -306,4 +311,219 @@ async fn the_edge_traces_its_popular_pages() {
     let e = edge.trace_popular().await.unwrap_err();
     assert!(e.to_string().contains("apt-get install chromium"), "{e}");
     o.stop().await;
+}
+
+/// A stand-in for Chromium in a folder any user can read: a shell script
+/// with `body`, executable by all (as root the tracer runs it as nobody).
+fn fake_chromium(dir: &TempDir, body: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("chromium");
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    for p in [dir.path(), path.as_path()] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    path
+}
+
+/// The process the tracer starts, seen by a script in Chromium's place:
+/// as root it runs as nobody, with its HOME in a private profile it owns;
+/// it is never told `--no-sandbox` unless `no_sandbox` is set. A Chromium
+/// whose sandbox cannot start makes a trace fail with an error naming
+/// `tracer.no_sandbox`. No browser needed.
+#[tokio::test]
+async fn chromium_starts_unprivileged_and_sandboxed() {
+    let _one_browser = BROWSER.lock().await;
+    let dir = TempDir::new("tracer-fake");
+    // What it was started with, on stderr, which a launch failure reports.
+    let fake = fake_chromium(
+        &dir,
+        "echo \"uid=$(id -u) home=$HOME args=$*\" >&2\n\
+         stat -c 'profile=%u:%a' \"$HOME\" >&2\n\
+         exit 3",
+    );
+    let e = trace_page(&fake, "http://www.a.example/", &TraceOptions::default())
+        .await
+        .unwrap_err();
+    let TraceError::Launch { message, .. } = &e else {
+        panic!("{e:?}");
+    };
+    assert!(!message.contains("--no-sandbox"), "{message}");
+    assert!(message.contains("--headless"), "{message}");
+    if nix::unistd::geteuid().is_root() {
+        let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+        let uid = nobody.uid.as_raw();
+        assert!(message.contains(&format!("uid={uid} ")), "{message}");
+        assert!(message.contains("home=/tmp/mewa-tracer-"), "{message}");
+        assert!(message.contains(&format!("profile={uid}:700")), "{message}");
+    } else {
+        let uid = nix::unistd::geteuid().as_raw();
+        assert!(message.contains(&format!("uid={uid} ")), "{message}");
+    }
+    let off = TraceOptions {
+        no_sandbox: true,
+        ..TraceOptions::default()
+    };
+    let e = trace_page(&fake, "http://www.a.example/", &off)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("--no-sandbox"), "{e}");
+
+    let broken = fake_chromium(
+        &dir,
+        "echo '[1:1:ERROR:dbus/bus.cc(405)] Failed to connect to the bus' >&2\n\
+         echo '[1:1:0101/000000.000:FATAL:zygote_host_impl_linux.cc(128)] No usable sandbox! Update your kernel' >&2\n\
+         exit 1",
+    );
+    let e = trace_page(&broken, "http://www.a.example/", &TraceOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, TraceError::Sandbox { .. }), "{e:?}");
+    assert!(
+        e.to_string().contains("tracer.no_sandbox = true")
+            && e.to_string().contains("No usable sandbox"),
+        "{e}"
+    );
+}
+
+/// Run as root, a real trace of a local corpus page: every Chromium
+/// process of the trace runs as nobody, at least one of them (a sandboxed
+/// renderer) in a user namespace of its own, its profile is nobody's
+/// (mode 0700) and is gone afterwards. Skips when not root (Chromium then
+/// runs as the tester, which the fake test above covers) or without
+/// Chromium.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traces_as_nobody_inside_chromiums_sandbox() {
+    let test = "traces_as_nobody_inside_chromiums_sandbox";
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipping {test}: not root, so Chromium runs as the tester");
+        return;
+    }
+    let Some(chromium) = chromium(test) else {
+        return;
+    };
+    let nobody = nix::unistd::User::from_name("nobody")
+        .unwrap()
+        .unwrap()
+        .uid
+        .as_raw();
+    let page = generate(Preset::Accel7, 1).pages.remove(0);
+    let corpus = corpus_of(vec![page.clone()]);
+    let _one_browser = BROWSER.lock().await;
+    let o = CorpusOrigin::start(&corpus, "127.0.0.1:0");
+    let opts = TraceOptions {
+        extra_args: vec![format!("host-resolver-rules=MAP * {}", o.addr)],
+        ..TraceOptions::default()
+    };
+    // Watch /proc while the trace runs for this test process's profiles.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let stop = stop.clone();
+        std::thread::spawn(move || watch_tracer_processes(&stop))
+    };
+    let traced = trace_page(&chromium, &page.main, &opts).await;
+    stop.store(true, Ordering::Relaxed);
+    let seen = watcher.join().unwrap();
+    o.stop().await;
+    let traced = traced.unwrap();
+    assert_eq!(traced.page.objects.len(), page.objects.len());
+    assert!(!seen.processes.is_empty(), "no Chromium process seen");
+    assert!(
+        seen.processes.iter().all(|p| p.uid == nobody),
+        "not all as nobody ({nobody}): {:?}",
+        seen.processes
+    );
+    assert!(
+        seen.processes.iter().any(|p| p.own_user_namespace),
+        "no process in a user namespace of its own (no sandbox?): {:?}",
+        seen.processes
+    );
+    assert!(
+        !seen.profiles.is_empty() && seen.profiles.iter().all(|&p| p == (nobody, 0o700)),
+        "profiles (owner, mode): {:?}",
+        seen.profiles
+    );
+    eprintln!(
+        "{test}: {} Chromium processes seen, {} in their own user namespace",
+        seen.processes.len(),
+        seen.processes
+            .iter()
+            .filter(|p| p.own_user_namespace)
+            .count()
+    );
+    let prefix = format!("mewa-tracer-{}-", std::process::id());
+    let left = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(Result::ok)
+        .any(|e| e.file_name().to_string_lossy().starts_with(&prefix));
+    assert!(!left, "a profile was left behind");
+}
+
+#[derive(Debug, Default)]
+struct Seen {
+    processes: Vec<SeenProcess>,
+    /// The profiles' owners and modes.
+    profiles: Vec<(u32, u32)>,
+}
+
+#[derive(Debug)]
+struct SeenProcess {
+    pid: u32,
+    uid: u32,
+    own_user_namespace: bool,
+}
+
+/// Polls /proc every 10 ms until `stop`: the processes whose command line
+/// names a profile of this test process, with their real user ID and
+/// whether their user namespace is another than ours; and those profiles'
+/// owners and modes while Chromium runs in them.
+fn watch_tracer_processes(stop: &std::sync::atomic::AtomicBool) -> Seen {
+    use std::os::unix::fs::MetadataExt;
+    let prefix = format!("mewa-tracer-{}-", std::process::id());
+    let ours = std::fs::read_link("/proc/self/ns/user").unwrap();
+    let mut seen = Seen::default();
+    while !stop.load(Ordering::Relaxed) {
+        for e in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            if seen.processes.iter().any(|p| p.pid == pid) {
+                continue;
+            }
+            let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
+                continue;
+            };
+            if !String::from_utf8_lossy(&cmdline).contains(&prefix) {
+                continue;
+            }
+            let profile = cmdline
+                .split(|&b| b == 0)
+                .filter_map(|a| a.strip_prefix(b"--user-data-dir=".as_slice()))
+                .map(|p| std::path::PathBuf::from(String::from_utf8_lossy(p).into_owned()))
+                .next();
+            // The profile as a running Chromium has it (between making it
+            // and handing it over, the tracer briefly owns it itself).
+            if let Some(Ok(m)) = profile.map(std::fs::metadata) {
+                let p = (m.uid(), m.mode() & 0o777);
+                if !seen.profiles.contains(&p) {
+                    seen.profiles.push(p);
+                }
+            }
+            let status = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
+            let uid = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|l| l.split_whitespace().next())
+                .and_then(|u| u.parse().ok());
+            let ns = std::fs::read_link(e.path().join("ns/user"));
+            if let (Some(uid), Ok(ns)) = (uid, ns) {
+                seen.processes.push(SeenProcess {
+                    pid,
+                    uid,
+                    own_user_namespace: ns != ours,
+                });
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    seen
 }

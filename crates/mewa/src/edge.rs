@@ -98,6 +98,13 @@ struct TraceArgs {
     /// reads it back).
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
+    /// Run as root, Chromium runs as this unprivileged user.
+    #[arg(long, value_name = "NAME", default_value = mewa_edge::tracer::DEFAULT_USER)]
+    user: String,
+    /// Chromium without its sandbox: only where it cannot start (traced
+    /// pages then run unconfined).
+    #[arg(long)]
+    no_sandbox: bool,
 }
 
 pub fn run(cmd: EdgeCmd) -> anyhow::Result<()> {
@@ -235,8 +242,13 @@ fn trace(a: &TraceArgs) -> anyhow::Result<()> {
             .iter()
             .map(|r| format!("host-resolver-rules={r}"))
             .collect(),
+        user: a.user.clone(),
+        no_sandbox: a.no_sandbox,
         ..TraceOptions::default()
     };
+    if a.no_sandbox {
+        eprintln!("warning: --no-sandbox: the traced page runs without Chromium's sandbox");
+    }
     // Open the store first: a bad store path should not cost a page load.
     let mut store = match a.dry_run {
         true => None,
