@@ -91,6 +91,17 @@ async fn budgeted_proxy(
     corpus: Corpus,
     name: &str,
 ) -> (Arc<Proxy>, SocketAddr, u16) {
+    prefetching_proxy(page, corpus, name, |cfg| cfg.first_flight_budget = true).await
+}
+
+/// Like [`budgeted_proxy`], with the proxy's configuration changed by
+/// `tweak` instead.
+async fn prefetching_proxy(
+    page: &mewa_corpus::Page,
+    corpus: Corpus,
+    name: &str,
+    tweak: impl FnOnce(&mut ProxyConfig),
+) -> (Arc<Proxy>, SocketAddr, u16) {
     let corpus = Corpus {
         pages: vec![page.clone()],
         ..corpus
@@ -102,12 +113,25 @@ async fn budgeted_proxy(
     let edge = edge(&corpus).await;
     let mut cfg = config(edge, origin_addr, Dispatch::Auto);
     cfg.prefetch = true;
-    cfg.first_flight_budget = true;
+    tweak(&mut cfg);
     let proxy = Proxy::new(cfg);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let paddr = listener.local_addr().unwrap();
     tokio::spawn(proxy.clone().serve(listener));
     (proxy, paddr, origin_addr.port())
+}
+
+/// The proxy's session for `host`, once its document request has opened
+/// one (within 10 s).
+async fn session_of(proxy: &Proxy, host: &str) -> Arc<mewa_client::proxy::Session> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(s) = proxy.session_of(host).await {
+            return s;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no session");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
 }
 
 /// A served 1412k meh15 page (Algorithm 1 asks for several connections),
@@ -605,14 +629,7 @@ async fn the_prefetch_keeps_to_a_small_budget_until_the_document_is_here() {
         let u = url(&root);
         async move { get(paddr, &u, "GET", "text/html").await }
     });
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let session = loop {
-        if let Some(s) = proxy.session_of(&root.host).await {
-            break s;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no session");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    };
+    let session = session_of(&proxy, &root.host).await;
     let budget = session.prefetch_budget();
     assert!(!budget.open && budget.before_document > 0, "{budget:?}");
     let mut most_before = 0;
@@ -643,6 +660,55 @@ async fn the_prefetch_keeps_to_a_small_budget_until_the_document_is_here() {
     fetch_every_object(paddr, &page, port).await;
     assert_eq!(proxy.stats.prefetch_hits.load(Relaxed), objects - 1);
     assert_eq!(session.prefetch_budget().in_flight, 0);
+}
+
+/// With `image_hold`, prefetched images wait while the page's style
+/// sheets, fonts and scripts are on their way (the origin thinks 300 ms
+/// over each); without it, the default, no image ever waits and every
+/// prefetch goes at once. Either way the browser gets every object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn images_wait_for_the_urgent_objects_only_with_the_hold() {
+    for hold in [true, false] {
+        let (mut page, corpus) = page_1412k();
+        for o in &mut page.objects {
+            let image = o.content_type.starts_with("image/");
+            o.think_ms = if image { 0 } else { 300 };
+        }
+        assert!(page
+            .objects
+            .iter()
+            .any(|o| o.content_type.starts_with("image/")));
+        let name = format!("hold-{hold}");
+        let (proxy, paddr, port) =
+            prefetching_proxy(&page, corpus, &name, |cfg| cfg.image_hold = hold).await;
+        let root = page.root().unwrap().clone();
+        let u = format!("http://{}:{port}{}", root.host, root.path);
+        let document = tokio::spawn(async move { get(paddr, &u, "GET", "text/html").await });
+        let session = session_of(&proxy, &root.host).await;
+        let objects = page.objects.len() as u64;
+        let mut most_held = 0;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        // Until the document is here and every prefetch has come back.
+        loop {
+            let b = session.prefetch_budget();
+            most_held = most_held.max(b.images_held);
+            let all = session.prefetch_counts().0 >= objects - 1;
+            if all && document.is_finished() && b.in_flight == 0 && b.images_held == 0 {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "prefetch stalled");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let (st, _) = document.await.unwrap();
+        assert_eq!(st.as_u16(), 200);
+        if hold {
+            assert!(most_held > 0, "no image waited with the hold");
+        } else {
+            assert_eq!(most_held, 0, "an image waited without the hold");
+        }
+        assert_eq!(session.prefetch_budget().images_held, 0);
+        fetch_every_object(paddr, &page, port).await;
+    }
 }
 
 /// A page whose first response is a redirect (`/` → `/se`, as

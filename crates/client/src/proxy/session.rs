@@ -185,6 +185,8 @@ struct PagePrefetch {
     urgent_fell: tokio::sync::Notify,
     /// Images start once [`PagePrefetch::urgent_left`] is at most this.
     leaves_below: u64,
+    /// Images waiting in [`PagePrefetch::hold_leaves`] now.
+    leaves_held: AtomicU64,
     /// The hint's size of each object of every host, by masked URL hash.
     sizes: HashMap<u32, u64>,
     mask: u32,
@@ -199,11 +201,13 @@ struct PagePrefetch {
 
 impl PagePrefetch {
     /// `bdp`: the plan's bandwidth-delay product (`None`: unbounded);
-    /// `connections`: the page session's; `has_document`: the budget is
+    /// `hold`: the urgent bytes on their way below which images start
+    /// (`None`: they start at once); `connections`: the page session's; `has_document`: the budget is
     /// small until the document arrives; `(sizes, mask)`: the hint's sizes
     /// by masked URL hash; `max_streams`: prefetch requests in flight.
     fn new(
         bdp: Option<u64>,
+        hold: Option<u64>,
         connections: usize,
         has_document: bool,
         (sizes, mask): (HashMap<u32, u64>, u32),
@@ -222,7 +226,8 @@ impl PagePrefetch {
             in_flight: Arc::new(AtomicU64::new(0)),
             urgent_left: Mutex::new(0),
             urgent_fell: tokio::sync::Notify::new(),
-            leaves_below: bdp.unwrap_or(u64::MAX),
+            leaves_below: hold.unwrap_or(u64::MAX),
+            leaves_held: AtomicU64::new(0),
             sizes,
             mask,
             priorities: Mutex::new(HashMap::new()),
@@ -286,12 +291,25 @@ impl PagePrefetch {
     /// Waits until the urgent bytes on their way are within
     /// [`PagePrefetch::leaves_below`].
     async fn hold_leaves(&self) {
+        /// Counts an image in [`PagePrefetch::leaves_held`] while it waits
+        /// (also when the wait is dropped).
+        struct Held<'a>(&'a AtomicU64);
+        impl Drop for Held<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        let mut held = None;
         loop {
             // Registered before the check, so a wake-up in between is not
             // lost.
             let woken = self.urgent_fell.notified();
             if *lock(&self.urgent_left) <= self.leaves_below {
                 return;
+            }
+            if held.is_none() {
+                self.leaves_held.fetch_add(1, Ordering::Relaxed);
+                held = Some(Held(&self.leaves_held));
             }
             woken.await;
         }
@@ -337,6 +355,9 @@ pub struct PrefetchBudget {
     /// hint's size, at most [`PrefetchBudget::before_document`] an
     /// object).
     pub in_flight: u64,
+    /// Prefetched images waiting for the more urgent objects
+    /// ([`crate::proxy::ProxyConfig::image_hold`]).
+    pub images_held: u64,
 }
 
 /// Most other hosts one page's prefetch opens sessions to: a hint is
@@ -688,6 +709,7 @@ impl Session {
             Err(_) => None,
         };
         let has_document = prefetching && cfg.first_flight_budget;
+        let hold = bdp.filter(|_| cfg.image_hold);
         let sizes: HashMap<u32, u64> = match &r.hint {
             Ok(h) if plan.is_ok() => h
                 .origins
@@ -699,6 +721,7 @@ impl Session {
         };
         let page = PagePrefetch::new(
             bdp,
+            hold,
             conns.len(),
             has_document,
             (sizes, mask),
@@ -957,6 +980,7 @@ impl Session {
             before_document: u64::from(p.small),
             open: p.open.load(Ordering::Relaxed),
             in_flight: p.in_flight.load(Ordering::Relaxed),
+            images_held: p.leaves_held.load(Ordering::Relaxed),
         }
     }
 

@@ -230,6 +230,7 @@ pub fn browser_runs(
                         .and_then(|s| Duration::try_from_secs_f64(s).ok());
                     pc.prefetch = cfg.prefetch;
                     pc.first_flight_budget = cfg.first_flight_budget;
+                    pc.image_hold = cfg.image_hold;
                     if cfg.one_connection {
                         pc.max_connections = 1;
                     }

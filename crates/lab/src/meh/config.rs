@@ -179,6 +179,9 @@ pub struct Setup {
     /// The browser runs' proxy holds its prefetch to a first-flight budget
     /// until the document arrives.
     pub first_flight_budget: bool,
+    /// The browser runs' proxy holds prefetched images until the urgent
+    /// objects are nearly in (`mewa_client::proxy::ProxyConfig::image_hold`).
+    pub image_hold: bool,
     /// TCP congestion control of the origin.
     pub congestion: String,
     /// The test CA's folder.
@@ -215,6 +218,7 @@ impl Setup {
             prefetch: true,
             one_connection: false,
             first_flight_budget: false,
+            image_hold: false,
             congestion: "cubic".into(),
             ca_dir,
             store_path,

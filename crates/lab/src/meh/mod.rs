@@ -105,6 +105,11 @@ pub struct Config {
     /// (`mewa_client::proxy::ProxyConfig::first_flight_budget`).
     #[serde(default)]
     pub first_flight_budget: bool,
+    /// The browser runs' proxy holds prefetched images until the urgent
+    /// objects are nearly in (`mewa_client::proxy::ProxyConfig::image_hold`;
+    /// off by default).
+    #[serde(default)]
+    pub image_hold: bool,
     /// Chromium loads of the Fig. 8 pages per variant (0: none).
     pub browser_runs: usize,
     /// The Chromium binary.
@@ -135,6 +140,7 @@ impl Default for Config {
             prefetch: true,
             one_connection: false,
             first_flight_budget: false,
+            image_hold: false,
             browser_runs: 5,
             chromium: PathBuf::from("/usr/bin/chromium"),
             keep_netlogs: false,
@@ -221,6 +227,7 @@ pub fn run(config: &Config, progress: &Progress) -> Result<MehReport, Experiment
         prefetch: config.prefetch,
         one_connection: config.one_connection,
         first_flight_budget: config.first_flight_budget,
+        image_hold: config.image_hold,
         congestion: origin.congestion,
         browser,
         keep_netlogs: config.keep_netlogs,

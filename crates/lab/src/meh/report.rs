@@ -345,12 +345,15 @@ impl MehReport {
             setup.policy,
             setup.dispatch,
             if setup.prefetch { "on" } else { "off" },
-            match (setup.one_connection, setup.first_flight_budget) {
-                (true, true) => ", one connection (URLs only), first-flight budget",
-                (true, false) => ", one connection (URLs only)",
-                (false, true) => ", first-flight budget",
-                (false, false) => "",
-            },
+            [
+                (setup.one_connection, ", one connection (URLs only)"),
+                (setup.first_flight_budget, ", first-flight budget"),
+                (setup.image_hold, ", image hold"),
+            ]
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, s)| *s)
+            .collect::<String>(),
             match setup.plan_rate {
                 PlanRate::Fixed(b) => format!("{:.1} Mbit/s (told)", b / 1e6),
                 PlanRate::Observed { prior_bps } => format!(
