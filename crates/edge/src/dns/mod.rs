@@ -97,9 +97,24 @@ pub(crate) fn normalize(host: &str) -> String {
 /// client asks for its page's host with the page's hint. A request that
 /// names some other page (or thousands of made-up ones) under any name
 /// would otherwise raise what the edge traces; it still gets its answer.
-pub(crate) fn counted(page_url: String, queried_host: &str) -> Option<String> {
+///
+/// The host is the one a browser would load, parsed by the WHATWG URL
+/// Standard (the `url` crate) as the tracer's browser parses it: read
+/// textually, `http://b.example\@a.example/` names a.example, while a
+/// browser (a backslash is a slash) loads b.example — counted under one
+/// name, the edge would have traced another (found by the `tracer_url`
+/// fuzz target). The textual reading comes first because it is cheap and
+/// turns most other pages away.
+pub fn counted(page_url: String, queried_host: &str) -> Option<String> {
     let host = mewa_hint::page::host_of(&page_url)?;
-    (normalize(&host) == normalize(queried_host)).then_some(page_url)
+    let queried = normalize(queried_host);
+    if normalize(&host) != queried {
+        return None;
+    }
+    match url::Url::parse(&page_url).ok()?.host() {
+        Some(url::Host::Domain(d)) if normalize(d) == queried => Some(page_url),
+        _ => None,
+    }
 }
 
 /// How the query arrived: it sets the size limit of the answer.
@@ -188,4 +203,25 @@ pub struct Responder {
     /// Whether names outside the zone may be forwarded for this client
     /// (the runtime decides per source address and passes it in).
     pub upstream: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::counted;
+
+    #[test]
+    fn a_page_counts_only_under_the_host_a_browser_would_load() {
+        let c = |u: &str, q: &str| counted(u.to_string(), q).is_some();
+        assert!(c("http://www.a.example/x", "www.a.example"));
+        assert!(c("https://WWW.A.example./x", "www.a.example."));
+        assert!(!c("http://www.b.example/", "www.a.example"));
+        // Textually a.example; a browser loads b.example (a backslash is a
+        // slash), so it counts under neither.
+        assert!(!c("http://b.example\\@a.example/", "a.example"));
+        assert!(!c("http://b.example\\@a.example/", "b.example"));
+        // Userinfo: the host after it is the one loaded.
+        assert!(c("http://user@a.example/", "a.example"));
+        // Not a name a browser would load as a domain.
+        assert!(!c("http://127.0.0.1/", "127.0.0.1"));
+    }
 }
