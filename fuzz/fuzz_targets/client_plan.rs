@@ -28,6 +28,11 @@ fuzz_target!(|data: &[u8]| {
         .map_or_else(|| "http://a.example/".to_string(), |o| format!("http://{}/", o.host));
     if let Ok(p) = plan(&hint, &url, radio, now) {
         assert!((1..=MAX_CONNECTIONS).contains(&p.n), "n = {}", p.n);
-        assert!(p.assignment.iter().all(|&(c, _)| c < p.n));
+        // (URL hash, connection index): every index names a connection.
+        assert!(
+            p.assignment.iter().all(|&(_, c)| c < p.n as usize),
+            "{:?}",
+            p.assignment
+        );
     }
 });
