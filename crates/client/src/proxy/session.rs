@@ -160,13 +160,14 @@ fn bdp_bytes(bandwidth_bps: f64, rtt_s: f64) -> u64 {
 /// think time while the link had room. Without a plan (no bandwidth to
 /// size it by), or with no document to wait for, there is none.
 ///
-/// The hold: a browser's connection serves style sheets, fonts and
-/// scripts before images by their urgency; the hint's n connections
-/// share the radio link equally instead, so an image sent on another
-/// connection at once would take bandwidth from the objects that hold up
-/// rendering and scripts. Prefetched images wait until those still on
-/// their way are within one bandwidth-delay product, which overlaps the
-/// images so the link does not go idle.
+/// The hold ([`crate::proxy::ProxyConfig::image_hold`], off by default):
+/// a browser's connection serves style sheets, fonts and scripts before
+/// images by their urgency; the hint's n connections share the radio link
+/// equally instead, so an image sent on another connection at once takes
+/// bandwidth from the objects that hold up rendering and scripts. With
+/// the hold, prefetched images wait until those still on their way are
+/// within one bandwidth-delay product. Measured, the wait cost more (the
+/// extra connections then start their images cold) than the share saved.
 #[derive(Debug)]
 struct PagePrefetch {
     /// The budget's bytes; closed when the document has arrived.
@@ -202,9 +203,10 @@ struct PagePrefetch {
 impl PagePrefetch {
     /// `bdp`: the plan's bandwidth-delay product (`None`: unbounded);
     /// `hold`: the urgent bytes on their way below which images start
-    /// (`None`: they start at once); `connections`: the page session's; `has_document`: the budget is
-    /// small until the document arrives; `(sizes, mask)`: the hint's sizes
-    /// by masked URL hash; `max_streams`: prefetch requests in flight.
+    /// (`None`: they start at once); `connections`: the page session's;
+    /// `has_document`: the budget is small until the document arrives;
+    /// `(sizes, mask)`: the hint's sizes by masked URL hash;
+    /// `max_streams`: prefetch requests in flight.
     fn new(
         bdp: Option<u64>,
         hold: Option<u64>,
