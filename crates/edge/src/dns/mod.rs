@@ -102,9 +102,9 @@ pub(crate) fn normalize(host: &str) -> String {
 /// Standard (the `url` crate) as the tracer's browser parses it: read
 /// textually, `http://b.example\@a.example/` names a.example, while a
 /// browser (a backslash is a slash) loads b.example — counted under one
-/// name, the edge would have traced another (found by the `tracer_url`
-/// fuzz target). The textual reading comes first because it is cheap and
-/// turns most other pages away.
+/// name, the edge would have traced another (seen while writing the
+/// `tracer_url` fuzz target, which checks it now). The textual reading
+/// comes first because it is cheap and turns most other pages away.
 pub fn counted(page_url: String, queried_host: &str) -> Option<String> {
     let host = mewa_hint::page::host_of(&page_url)?;
     let queried = normalize(queried_host);
