@@ -372,12 +372,13 @@ impl EdgeDns {
             if let Ok(mut counts) = self.counts.lock() {
                 // Bounded: a flood of made-up URLs cannot grow it without
                 // limit between two flushes.
-                if counts.len() < self.max_counted.load(Ordering::Relaxed)
-                    || counts.contains_key(page)
-                {
-                    *counts.entry(page.clone()).or_insert(0) += 1;
-                } else {
+                if let Some(n) = counts.get_mut(page) {
+                    *n += 1;
+                } else if counts.len() >= self.max_counted.load(Ordering::Relaxed) {
                     self.metrics.counts_dropped.fetch_add(1, Ordering::Relaxed);
+                } else if crate::dns::loaded_where_counted(page) {
+                    // The URL parse once per page, not per request.
+                    counts.insert(page.clone(), 1);
                 }
             }
         }

@@ -97,23 +97,27 @@ pub(crate) fn normalize(host: &str) -> String {
 /// client asks for its page's host with the page's hint. A request that
 /// names some other page (or thousands of made-up ones) under any name
 /// would otherwise raise what the edge traces; it still gets its answer.
-///
-/// The host is the one a browser would load, parsed by the WHATWG URL
-/// Standard (the `url` crate) as the tracer's browser parses it: read
-/// textually, `http://b.example\@a.example/` names a.example, while a
-/// browser (a backslash is a slash) loads b.example — counted under one
-/// name, the edge would have traced another (seen while writing the
-/// `tracer_url` fuzz target, which checks it now). The textual reading
-/// comes first because it is cheap and turns most other pages away.
+/// The host is read textually here, on every hint request; a page entering
+/// the table must also pass [`loaded_where_counted`].
 pub fn counted(page_url: String, queried_host: &str) -> Option<String> {
     let host = mewa_hint::page::host_of(&page_url)?;
-    let queried = normalize(queried_host);
-    if normalize(&host) != queried {
-        return None;
-    }
-    match url::Url::parse(&page_url).ok()?.host() {
-        Some(url::Host::Domain(d)) if normalize(d) == queried => Some(page_url),
-        _ => None,
+    (normalize(&host) == normalize(queried_host)).then_some(page_url)
+}
+
+/// Whether a browser loads `page_url` from the host [`counted`] read in
+/// it. The browser parses by the WHATWG URL Standard (the `url` crate), as
+/// the tracer's Chromium does: read textually, `http://b.example\@a.example/`
+/// names a.example, while a browser (a backslash is a slash) loads
+/// b.example — counted under one name, the edge would have traced another
+/// (seen while writing the `tracer_url` fuzz target, which checks it now).
+/// Checked once per page as it enters the table, not on every request.
+pub fn loaded_where_counted(page_url: &str) -> bool {
+    let Some(text) = mewa_hint::page::host_of(page_url) else {
+        return false;
+    };
+    match url::Url::parse(page_url).map(|u| u.host().map(|h| h.to_owned())) {
+        Ok(Some(url::Host::Domain(d))) => normalize(&d) == normalize(&text),
+        _ => false,
     }
 }
 
@@ -207,11 +211,12 @@ pub struct Responder {
 
 #[cfg(test)]
 mod tests {
-    use super::counted;
+    use super::{counted, loaded_where_counted};
 
     #[test]
     fn a_page_counts_only_under_the_host_a_browser_would_load() {
-        let c = |u: &str, q: &str| counted(u.to_string(), q).is_some();
+        let c =
+            |u: &str, q: &str| counted(u.to_string(), q).is_some_and(|p| loaded_where_counted(&p));
         assert!(c("http://www.a.example/x", "www.a.example"));
         assert!(c("https://WWW.A.example./x", "www.a.example."));
         assert!(!c("http://www.b.example/", "www.a.example"));
