@@ -563,7 +563,8 @@ async fn proxy_gets_the_url_list_over_tcp_and_prefetches_every_host() {
     }
     // Too small for the URL form: the compact hint over UDP.
     spec.udp_payload = (512, 512);
-    let edge = LoopbackEdge::start(spec).await.addr;
+    let edge_server = LoopbackEdge::start(spec).await;
+    let edge = edge_server.addr;
     let mut cfg = ProxyConfig::new(edge, 32e6);
     cfg.radio_rtt = Some(Duration::from_millis(45));
     cfg.origin_port = port;
@@ -601,6 +602,16 @@ async fn proxy_gets_the_url_list_over_tcp_and_prefetches_every_host() {
     // The other address's objects went over that host's own session.
     let elsewhere = page.objects.iter().filter(|o| o.host != root.host).count() as u64;
     assert!(elsewhere > 0);
+    // One UDP query for the page and one for each other host: the
+    // prefetch's lookup of a host opens its session, not a second one.
+    let hosts: std::collections::HashSet<&str> =
+        page.objects.iter().map(|o| o.host.as_str()).collect();
+    assert_eq!(
+        edge_server.dns.metrics.queries_udp.load(Relaxed),
+        hosts.len() as u64,
+        "UDP queries for {} hosts",
+        hosts.len()
+    );
     let here = session.requests_per_connection().iter().sum::<u64>();
     assert_eq!(
         here,
@@ -662,6 +673,37 @@ async fn the_prefetch_keeps_to_a_small_budget_until_the_document_is_here() {
     assert_eq!(session.prefetch_budget().in_flight, 0);
 }
 
+/// Asks `proxy` for `page`'s document and watches its session until the
+/// document is here (200) and every other object of the page has been
+/// prefetched and has come back; returns the session and the most images
+/// that waited at once (`PrefetchBudget::images_held`). Fails after 30 s.
+async fn images_held_in_a_load(
+    proxy: &Proxy,
+    paddr: SocketAddr,
+    port: u16,
+    page: &mewa_corpus::Page,
+) -> (Arc<Session>, u64) {
+    let root = page.root().unwrap().clone();
+    let u = format!("http://{}:{port}{}", root.host, root.path);
+    let document = tokio::spawn(async move { get(paddr, &u, "GET", "text/html").await });
+    let session = session_of(proxy, &root.host).await;
+    let objects = page.objects.len() as u64;
+    let mut most_held = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let b = session.prefetch_budget();
+        most_held = most_held.max(b.images_held);
+        let all = session.prefetch_counts().0 >= objects - 1;
+        if all && document.is_finished() && b.in_flight == 0 && b.images_held == 0 {
+            let (st, _) = document.await.unwrap();
+            assert_eq!(st.as_u16(), 200);
+            return (session, most_held);
+        }
+        assert!(tokio::time::Instant::now() < deadline, "prefetch stalled");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 /// With `image_hold`, prefetched images wait while the page's style
 /// sheets, fonts and scripts are on their way (the origin thinks 300 ms
 /// over each); without it, the default, no image ever waits and every
@@ -681,26 +723,7 @@ async fn images_wait_for_the_urgent_objects_only_with_the_hold() {
         let name = format!("hold-{hold}");
         let (proxy, paddr, port) =
             prefetching_proxy(&page, corpus, &name, |cfg| cfg.image_hold = hold).await;
-        let root = page.root().unwrap().clone();
-        let u = format!("http://{}:{port}{}", root.host, root.path);
-        let document = tokio::spawn(async move { get(paddr, &u, "GET", "text/html").await });
-        let session = session_of(&proxy, &root.host).await;
-        let objects = page.objects.len() as u64;
-        let mut most_held = 0;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        // Until the document is here and every prefetch has come back.
-        loop {
-            let b = session.prefetch_budget();
-            most_held = most_held.max(b.images_held);
-            let all = session.prefetch_counts().0 >= objects - 1;
-            if all && document.is_finished() && b.in_flight == 0 && b.images_held == 0 {
-                break;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "prefetch stalled");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        let (st, _) = document.await.unwrap();
-        assert_eq!(st.as_u16(), 200);
+        let (session, most_held) = images_held_in_a_load(&proxy, paddr, port, &page).await;
         if hold {
             assert!(most_held > 0, "no image waited with the hold");
         } else {
@@ -708,6 +731,126 @@ async fn images_wait_for_the_urgent_objects_only_with_the_hold() {
         }
         assert_eq!(session.prefetch_budget().images_held, 0);
         fetch_every_object(paddr, &page, port).await;
+    }
+}
+
+/// With `hold_other_hosts_images`, prefetched images on the page's other
+/// hosts (another address: their own sessions) wait while the page's style
+/// sheets and scripts are on their way (the origin thinks 300 ms over
+/// each); without it, the default, none waits. Either way every object
+/// is prefetched and served from the prefetch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_hosts_images_wait_for_the_urgent_objects_only_when_asked() {
+    use std::sync::atomic::Ordering::Relaxed;
+    for hold in [true, false] {
+        let (mut page, corpus) = page_1412k();
+        for o in &mut page.objects {
+            let image = o.content_type.starts_with("image/");
+            o.think_ms = if image || o.parent.is_none() { 0 } else { 300 };
+        }
+        let corpus = Corpus {
+            pages: vec![page.clone()],
+            ..corpus
+        };
+        let root = page.root().unwrap().clone();
+        assert!(page
+            .objects
+            .iter()
+            .any(|o| o.host != root.host && o.content_type.starts_with("image/")));
+        let dir = std::env::temp_dir().join(format!(
+            "mewa-proxy-elsewhere-{hold}-{}",
+            std::process::id()
+        ));
+        let mut ocfg = origin_config(dir.join("ca"));
+        // Every loopback address: the page's other hosts live at another.
+        ocfg.plain = Some(SocketAddr::from(([0, 0, 0, 0], 0)));
+        let origin = LoopbackOrigin::start(&corpus, ocfg);
+        let port = origin.plain_addr().port();
+        origin.keep_running();
+        let mut spec = EdgeSpec::for_corpus(&corpus, 20_000);
+        for (host, addrs) in &mut spec.zone {
+            if *host != root.host {
+                *addrs = vec![[127, 0, 0, 2].into()];
+            }
+        }
+        let edge = LoopbackEdge::start(spec).await.addr;
+        let mut cfg = config(
+            edge,
+            SocketAddr::from(([127, 0, 0, 1], port)),
+            Dispatch::Auto,
+        );
+        cfg.prefetch = true;
+        cfg.hold_other_hosts_images = hold;
+        let proxy = Proxy::new(cfg);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let paddr = listener.local_addr().unwrap();
+        tokio::spawn(proxy.clone().serve(listener));
+
+        // The page's session counts its other hosts' prefetches too.
+        let (_, most_held) = images_held_in_a_load(&proxy, paddr, port, &page).await;
+        if hold {
+            assert!(most_held > 0, "no other host's image waited with the hold");
+        } else {
+            assert_eq!(most_held, 0, "an image waited without the hold");
+        }
+        fetch_every_object(paddr, &page, port).await;
+        assert_eq!(
+            proxy.stats.prefetch_hits.load(Relaxed),
+            page.objects.len() as u64 - 1
+        );
+    }
+}
+
+/// With `images_after_document` (the default), prefetched images placed on
+/// the document's connection wait for the document's response head, at
+/// most a handshake round trip after its request (on loopback next to
+/// nothing: the origin thinks 300 ms over the document and not over the
+/// images, and they must not wait those 300 ms out; the wait's rule is
+/// `session.rs`'s `images_wait_for_the_head_or_the_deadline`). Without it
+/// none waits. Either way nothing stalls and the browser gets every
+/// object from the prefetch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn images_on_the_documents_connection_never_stall() {
+    use std::sync::atomic::Ordering::Relaxed;
+    for first in [true, false] {
+        let (mut page, corpus) = page_1412k();
+        for o in &mut page.objects {
+            o.think_ms = if o.parent.is_none() { 300 } else { 0 };
+        }
+        let name = format!("docfirst-{first}");
+        let (proxy, paddr, port) = prefetching_proxy(&page, corpus, &name, |cfg| {
+            cfg.images_after_document = first;
+            // Every image on the document's connection.
+            cfg.max_connections = 1;
+        })
+        .await;
+        let root = page.root().unwrap().clone();
+        let u = format!("http://{}:{port}{}", root.host, root.path);
+        let document = tokio::spawn(async move { get(paddr, &u, "GET", "text/html").await });
+        let session = session_of(&proxy, &root.host).await;
+        let mut most_waiting = 0;
+        while !document.is_finished() {
+            most_waiting = most_waiting.max(session.prefetch_budget().waiting_for_document);
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let (st, body) = document.await.unwrap();
+        assert_eq!((st.as_u16(), body.len() as u64), (200, root.size));
+        if !first {
+            assert_eq!(
+                most_waiting, 0,
+                "an image waited without images_after_document"
+            );
+        }
+        let objects = page.objects.len() as u64;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while session.prefetch_counts().0 < objects - 1
+            || session.prefetch_budget().waiting_for_document > 0
+        {
+            assert!(tokio::time::Instant::now() < deadline, "prefetch stalled");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        fetch_every_object(paddr, &page, port).await;
+        assert_eq!(proxy.stats.prefetch_hits.load(Relaxed), objects - 1);
     }
 }
 

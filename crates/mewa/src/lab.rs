@@ -401,6 +401,18 @@ struct MehArgs {
     /// priorities order them)
     #[arg(long)]
     image_hold: bool,
+    /// Browser runs: the proxy sends prefetched images on the document's
+    /// connection at once, not after the document's response head (by
+    /// default they wait for it, so that the connection's first flights
+    /// carry the document when the origin has images ready sooner)
+    #[arg(long)]
+    images_with_document: bool,
+    /// Browser runs: the proxy holds prefetched images on the page's other
+    /// hosts until the more urgent prefetched objects on their way are
+    /// within one bandwidth-delay product (their connections are not the
+    /// page's, so no origin orders them behind its scripts)
+    #[arg(long)]
+    hold_other_hosts_images: bool,
     /// Also load pages (see --browser-pages) in headless Chromium this many
     /// times with the hint (through the local proxy) and without (Chromium
     /// on its own); 0 skips it. Skipped with a message when Chromium is not
@@ -452,6 +464,8 @@ impl MehArgs {
         c.one_connection |= self.one_connection;
         c.first_flight_budget |= self.first_flight_budget;
         c.image_hold |= self.image_hold;
+        c.images_with_document |= self.images_with_document;
+        c.hold_other_hosts_images |= self.hold_other_hosts_images;
         c.browser_runs = self.browser_runs.unwrap_or(c.browser_runs);
         c.chromium = self.chromium.clone().unwrap_or(c.chromium);
         c.keep_netlogs |= self.keep_netlogs;

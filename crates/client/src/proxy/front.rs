@@ -17,6 +17,7 @@ use tokio::net::TcpListener;
 use super::session::{lookup, Opener, Session, SessionError};
 use super::{accept, asks_for_document, path_reveals};
 use super::{ProxyBody, ProxyConfig};
+use crate::resolve::Resolved;
 
 /// Counters of a running proxy.
 #[derive(Debug, Default)]
@@ -217,6 +218,7 @@ impl Proxy {
         host: &str,
         url: &str,
         is_document: bool,
+        known: Option<Resolved>,
     ) -> Result<Arc<Session>, SessionError> {
         let key = format!("{scheme}://{host}");
         let fresh = |s: &Session| s.idle_for() < self.cfg.session_idle && !s.is_closed();
@@ -239,11 +241,19 @@ impl Proxy {
         if let Some(s) = current(&*self.sessions.lock().await) {
             return Ok(s);
         }
-        tracing::debug!("proxy: {url}: resolving (document: {is_document})");
-        let room = self.cfg.lookups.room().await;
-        let r = lookup(&self.cfg, host, url, is_document).await?;
-        drop(room);
-        tracing::debug!("proxy: {url}: resolved in {:?}", r.rtt);
+        // A sub-resource's host the prefetch has just resolved is not
+        // asked again; a document always is (its answer carries the hint).
+        let r = match known.filter(|_| !is_document) {
+            Some(r) => r,
+            None => {
+                tracing::debug!("proxy: {url}: resolving (document: {is_document})");
+                let room = self.cfg.lookups.room().await;
+                let r = lookup(&self.cfg, host, url, is_document).await?;
+                drop(room);
+                tracing::debug!("proxy: {url}: resolved in {:?}", r.rtt);
+                r
+            }
+        };
         if !is_document {
             let mut map = self.sessions.lock().await;
             let same = r.addrs.first().and_then(|ip| {
@@ -284,12 +294,12 @@ impl Proxy {
     /// boxed future's `Send` does not depend on [`Proxy::session`]'s own).
     fn opener(self: &Arc<Self>) -> Arc<Opener> {
         let weak = Arc::downgrade(self);
-        Arc::new(Opener(Box::new(move |scheme, host| {
+        Arc::new(Opener(Box::new(move |scheme, host, known| {
             let weak = weak.clone();
             Box::pin(async move {
                 let proxy = weak.upgrade()?;
                 let url = format!("{scheme}://{host}/");
-                proxy.session(scheme, &host, &url, false).await.ok()
+                proxy.session(scheme, &host, &url, false, known).await.ok()
             })
         })))
     }
@@ -419,7 +429,7 @@ impl Proxy {
         let url = format!("{scheme}://{host}{path}");
         let uri = req.uri().clone();
         let is_document = asks_for_document(req.headers());
-        let session = match self.session(scheme, &host, &url, is_document).await {
+        let session = match self.session(scheme, &host, &url, is_document, None).await {
             Ok(s) => s,
             Err(e) => {
                 self.stats.upstream_errors.fetch_add(1, Ordering::Relaxed);

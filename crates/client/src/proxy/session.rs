@@ -101,6 +101,15 @@ pub struct Session {
     prefetch_taken: AtomicU64,
     /// When the connections and the URL list were ready.
     timeline: Mutex<Timeline>,
+    /// Whether the first connection may carry prefetched images: `false`
+    /// from the session's opening until its document's response head
+    /// ([`crate::proxy::ProxyConfig::images_after_document`]).
+    document_head: tokio::sync::watch::Sender<bool>,
+    /// When the document's request went out: images wait for its head at
+    /// most one handshake round trip after that.
+    document_sent: std::sync::OnceLock<Instant>,
+    /// Prefetched images waiting on [`Session::document_head`] now.
+    waiting_for_document: AtomicU64,
     /// Opens (or finds) the session of another host, for prefetching the
     /// hint's objects there (set by the proxy).
     opener: Mutex<Option<Arc<Opener>>>,
@@ -110,10 +119,13 @@ pub struct Session {
 /// proxy for to prefetch objects on hosts at other addresses.
 pub(super) struct Opener(pub(super) Box<OpenFn>);
 
-/// What an [`Opener`] calls.
+/// What an [`Opener`] calls: scheme, host, and the edge's answer for the
+/// host when the caller has it already (a second DNS exchange would cost
+/// the prefetch another radio round trip).
 pub(super) type OpenFn = dyn Fn(
         &'static str,
         String,
+        Option<Resolved>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<Arc<Session>>> + Send>>
     + Send
     + Sync;
@@ -186,6 +198,9 @@ struct PagePrefetch {
     urgent_fell: tokio::sync::Notify,
     /// Images start once [`PagePrefetch::urgent_left`] is at most this.
     leaves_below: u64,
+    /// The same for images on the sessions of the page's other hosts
+    /// ([`crate::proxy::ProxyConfig::hold_other_hosts_images`]).
+    elsewhere_below: u64,
     /// Images waiting in [`PagePrefetch::hold_leaves`] now.
     leaves_held: AtomicU64,
     /// The hint's size of each object of every host, by masked URL hash.
@@ -203,13 +218,15 @@ struct PagePrefetch {
 impl PagePrefetch {
     /// `bdp`: the plan's bandwidth-delay product (`None`: unbounded);
     /// `hold`: the urgent bytes on their way below which images start
-    /// (`None`: they start at once); `connections`: the page session's;
+    /// (`None`: they start at once); `hold_elsewhere`: the same for images
+    /// on other hosts' sessions; `connections`: the page session's;
     /// `has_document`: the budget is small until the document arrives;
     /// `(sizes, mask)`: the hint's sizes by masked URL hash;
     /// `max_streams`: prefetch requests in flight.
     fn new(
         bdp: Option<u64>,
         hold: Option<u64>,
+        hold_elsewhere: Option<u64>,
         connections: usize,
         has_document: bool,
         (sizes, mask): (HashMap<u32, u64>, u32),
@@ -229,6 +246,9 @@ impl PagePrefetch {
             urgent_left: Mutex::new(0),
             urgent_fell: tokio::sync::Notify::new(),
             leaves_below: hold.unwrap_or(u64::MAX),
+            elsewhere_below: hold
+                .unwrap_or(u64::MAX)
+                .min(hold_elsewhere.unwrap_or(u64::MAX)),
             leaves_held: AtomicU64::new(0),
             sizes,
             mask,
@@ -291,8 +311,14 @@ impl PagePrefetch {
     }
 
     /// Waits until the urgent bytes on their way are within
-    /// [`PagePrefetch::leaves_below`].
-    async fn hold_leaves(&self) {
+    /// [`PagePrefetch::leaves_below`] (`elsewhere`: an image on another
+    /// host's session, [`PagePrefetch::elsewhere_below`]).
+    async fn hold_leaves(&self, elsewhere: bool) {
+        let below = if elsewhere {
+            self.elsewhere_below
+        } else {
+            self.leaves_below
+        };
         /// Counts an image in [`PagePrefetch::leaves_held`] while it waits
         /// (also when the wait is dropped).
         struct Held<'a>(&'a AtomicU64);
@@ -306,7 +332,7 @@ impl PagePrefetch {
             // Registered before the check, so a wake-up in between is not
             // lost.
             let woken = self.urgent_fell.notified();
-            if *lock(&self.urgent_left) <= self.leaves_below {
+            if *lock(&self.urgent_left) <= below {
                 return;
             }
             if held.is_none() {
@@ -360,6 +386,9 @@ pub struct PrefetchBudget {
     /// Prefetched images waiting for the more urgent objects
     /// ([`crate::proxy::ProxyConfig::image_hold`]).
     pub images_held: u64,
+    /// Prefetched images on the document's connection waiting for its
+    /// response head ([`crate::proxy::ProxyConfig::images_after_document`]).
+    pub waiting_for_document: u64,
 }
 
 /// Most other hosts one page's prefetch opens sessions to: a hint is
@@ -518,6 +547,38 @@ impl std::fmt::Debug for Placement {
             .field("connection", &self.slot)
             .field("bytes", &self.credit.as_ref().map_or(0, Credit::left))
             .finish()
+    }
+}
+
+/// Waits until `came` turns true or `deadline` passes, whichever is first;
+/// returns whether the head came. A dropped sender (the session is gone)
+/// ends the wait too.
+async fn head_or_deadline(
+    mut came: tokio::sync::watch::Receiver<bool>,
+    deadline: tokio::time::Instant,
+) -> bool {
+    matches!(
+        tokio::time::timeout_at(deadline, came.wait_for(|&c| c)).await,
+        Ok(Ok(_))
+    )
+}
+
+/// Lifts a session's [`Session::document_head`] when dropped.
+struct LiftOnDrop<'a>(&'a tokio::sync::watch::Sender<bool>);
+
+impl Drop for LiftOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0
+            .send_if_modified(|came| !std::mem::replace(came, true));
+    }
+}
+
+/// Takes one off a counter when dropped.
+struct CountDown<'a>(&'a AtomicU64);
+
+impl Drop for CountDown<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -712,6 +773,7 @@ impl Session {
         };
         let has_document = prefetching && cfg.first_flight_budget;
         let hold = bdp.filter(|_| cfg.image_hold);
+        let hold_elsewhere = bdp.filter(|_| cfg.hold_other_hosts_images);
         let sizes: HashMap<u32, u64> = match &r.hint {
             Ok(h) if plan.is_ok() => h
                 .origins
@@ -724,6 +786,7 @@ impl Session {
         let page = PagePrefetch::new(
             bdp,
             hold,
+            hold_elsewhere,
             conns.len(),
             has_document,
             (sizes, mask),
@@ -790,6 +853,10 @@ impl Session {
                 _ => None,
             }),
             prefetched: Mutex::new(HashMap::new()),
+            document_head: tokio::sync::watch::channel(!(prefetching && cfg.images_after_document))
+                .0,
+            waiting_for_document: AtomicU64::new(0),
+            document_sent: std::sync::OnceLock::new(),
             held_bytes: Arc::new(AtomicU64::new(0)),
             prefetch_started: AtomicU64::new(0),
             prefetch_taken: AtomicU64::new(0),
@@ -887,13 +954,13 @@ impl Session {
                 let resolved = resolve_address(edge, &host, timeout).await;
                 drop(room);
                 let same = matches!(
-                    resolved,
+                    &resolved,
                     Ok(r) if r.addrs.first() == Some(&me.addr.ip())
                 );
                 if same {
                     me.prefetch_here(urls, &me.page);
                 } else if let Some(open) = opener {
-                    if let Some(there) = (open.0)(me.scheme, host).await {
+                    if let Some(there) = (open.0)(me.scheme, host, resolved.ok()).await {
                         let n = there.prefetch_here(urls, &me.page);
                         me.prefetch_started.fetch_add(n, Ordering::Relaxed);
                     }
@@ -956,14 +1023,19 @@ impl Session {
         leaf: bool,
     ) -> Result<Arc<Whole>, String> {
         if leaf {
-            page.hold_leaves().await;
+            // Another host's session: its connection is not the page's,
+            // and no origin orders this image behind the page's scripts.
+            page.hold_leaves(!std::ptr::eq(Arc::as_ptr(&self.page), page))
+                .await;
         }
         let _room = page.room_for(&url).await;
         let streams = page.streams.clone();
         // Never closed: an error cannot happen, and would only lift the cap.
         let _stream = streams.acquire_owned().await.ok();
         tracing::debug!("proxy: prefetch sends {url}");
-        let r = self.fetch_whole(url.clone(), page.priority_of(&url)).await;
+        let r = self
+            .fetch_whole(url.clone(), page.priority_of(&url), leaf)
+            .await;
         tracing::debug!("proxy: prefetch got {url}");
         r
     }
@@ -983,6 +1055,7 @@ impl Session {
             open: p.open.load(Ordering::Relaxed),
             in_flight: p.in_flight.load(Ordering::Relaxed),
             images_held: p.leaves_held.load(Ordering::Relaxed),
+            waiting_for_document: self.waiting_for_document.load(Ordering::Relaxed),
         }
     }
 
@@ -996,11 +1069,14 @@ impl Session {
         *lock(&self.opener) = Some(opener);
     }
 
-    /// Fetches `url` whole, placed as a browser request for it would be.
+    /// Fetches `url` whole, placed as a browser request for it would be;
+    /// a `leaf` (an image) placed on the document's connection goes once
+    /// the document's response head has come ([`Session::document_head`]).
     async fn fetch_whole(
         self: &Arc<Self>,
         url: String,
         priority: Priority,
+        leaf: bool,
     ) -> Result<Arc<Whole>, String> {
         let uri = http::Uri::try_from(url.as_str()).map_err(|e| e.to_string())?;
         let reveals = path_reveals(uri.path());
@@ -1017,7 +1093,7 @@ impl Session {
             )
             .map_err(|e| e.to_string())?;
         let resp = self
-            .forward(&url, self.warm_first && reveals, !reveals, req)
+            .forward_as(&url, self.warm_first && reveals, !reveals, leaf, req)
             .await?;
         let (parts, body) = resp.into_parts();
         let mut charge = Charge::new(self.held_bytes.clone());
@@ -1188,7 +1264,23 @@ impl Session {
         held: bool,
         req: Request<ProxyBody>,
     ) -> Result<Response<ProxyBody>, String> {
+        self.forward_as(url, on_first, held, false, req).await
+    }
+
+    /// [`Session::forward`]; `after_document`: placed on the first
+    /// connection, the request waits for the document's response head.
+    async fn forward_as(
+        self: &Arc<Self>,
+        url: &str,
+        on_first: bool,
+        held: bool,
+        after_document: bool,
+        req: Request<ProxyBody>,
+    ) -> Result<Response<ProxyBody>, String> {
         let Placement { slot, mut credit } = self.place(url, on_first, held).await;
+        if after_document && slot == 0 {
+            self.wait_for_document_head().await;
+        }
         // The session's first request is its document: the prefetch
         // starts once that is on its way, so the document goes first.
         // A document (what a browser asks for with `Accept: text/html`)
@@ -1197,7 +1289,18 @@ impl Session {
         // comes a round trip later, and the prefetch must not fill the link
         // before it.
         let asks_document = asks_for_document(req.headers());
-        let resp = self.send_then(slot, req, || self.kick_prefetch()).await?;
+        // Lifted when the head comes, and as well when the request fails
+        // or the browser gives it up (dropped): images never wait for a
+        // document that will not come.
+        let _head = asks_document.then(|| LiftOnDrop(&self.document_head));
+        let resp = self
+            .send_then(slot, req, || {
+                if asks_document {
+                    let _ = self.document_sent.set(Instant::now());
+                }
+                self.kick_prefetch()
+            })
+            .await?;
         let document = asks_document && !resp.status().is_redirection();
         if document {
             tracing::debug!(
@@ -1270,6 +1373,32 @@ impl Session {
             o.fetch_sub(1, Ordering::Relaxed);
         }
         r
+    }
+
+    /// Until the document's response head has come on this session, and
+    /// at most one round trip (the handshake's) after the document's
+    /// request went out; at once when the session has no document to
+    /// wait for. An image asked a round trip after the document reaches
+    /// the origin a round trip after it: if the origin has the document
+    /// ready within that, the document's bytes leave first; if the origin
+    /// thinks longer over it (elsoberano.org: 1.1 s), the images use the
+    /// link the document leaves idle, as before.
+    async fn wait_for_document_head(&self) {
+        let mut came = self.document_head.subscribe();
+        if *came.borrow_and_update() {
+            return;
+        }
+        let sent = self
+            .document_sent
+            .get()
+            .copied()
+            .unwrap_or_else(Instant::now);
+        let Some(deadline) = sent.checked_add(self.handshake) else {
+            return;
+        };
+        self.waiting_for_document.fetch_add(1, Ordering::Relaxed);
+        let _counted = CountDown(&self.waiting_for_document);
+        head_or_deadline(came, deadline.into()).await;
     }
 
     pub(super) fn idle_for(&self) -> Duration {
@@ -1354,6 +1483,39 @@ async fn connect(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Images on the document's connection go when its head comes, or a
+    /// round trip after its request if the origin is slower than that,
+    /// or when the session is gone; never later.
+    #[tokio::test]
+    async fn images_wait_for_the_head_or_the_deadline() {
+        let later = |ms| tokio::time::Instant::now() + Duration::from_millis(ms);
+        let bounded = |f| tokio::time::timeout(Duration::from_secs(10), f);
+        // The head comes first.
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let head = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            tx.send_replace(true);
+            tx
+        });
+        assert_eq!(bounded(head_or_deadline(rx, later(5_000))).await, Ok(true));
+        let tx = head.await.unwrap();
+        // Already come: at once, even past the deadline.
+        assert_eq!(
+            bounded(head_or_deadline(tx.subscribe(), later(0))).await,
+            Ok(true)
+        );
+        // The origin is slower than the round trip: the deadline ends it.
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        assert_eq!(bounded(head_or_deadline(rx, later(30))).await, Ok(false));
+        // The session is gone.
+        let rx = tx.subscribe();
+        drop(tx);
+        assert_eq!(
+            bounded(head_or_deadline(rx, later(60_000))).await,
+            Ok(false)
+        );
+    }
 
     #[test]
     fn the_prefetch_goes_only_to_named_hosts_of_the_page_scheme_and_port() {

@@ -231,6 +231,8 @@ pub fn browser_runs(
                     pc.prefetch = cfg.prefetch;
                     pc.first_flight_budget = cfg.first_flight_budget;
                     pc.image_hold = cfg.image_hold;
+                    pc.images_after_document = !cfg.images_with_document;
+                    pc.hold_other_hosts_images = cfg.hold_other_hosts_images;
                     if cfg.one_connection {
                         pc.max_connections = 1;
                     }

@@ -182,6 +182,13 @@ pub struct Setup {
     /// The browser runs' proxy holds prefetched images until the urgent
     /// objects are nearly in (`mewa_client::proxy::ProxyConfig::image_hold`).
     pub image_hold: bool,
+    /// The browser runs' proxy sends prefetched images on the document's
+    /// connection before the document's response head
+    /// (`mewa_client::proxy::ProxyConfig::images_after_document` off).
+    pub images_with_document: bool,
+    /// The browser runs' proxy holds prefetched images on the page's other
+    /// hosts until the urgent objects are nearly in.
+    pub hold_other_hosts_images: bool,
     /// TCP congestion control of the origin.
     pub congestion: String,
     /// The test CA's folder.
@@ -219,6 +226,8 @@ impl Setup {
             one_connection: false,
             first_flight_budget: false,
             image_hold: false,
+            images_with_document: false,
+            hold_other_hosts_images: false,
             congestion: "cubic".into(),
             ca_dir,
             store_path,

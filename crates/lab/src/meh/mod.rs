@@ -110,6 +110,16 @@ pub struct Config {
     /// off by default).
     #[serde(default)]
     pub image_hold: bool,
+    /// The browser runs' proxy sends prefetched images on the document's
+    /// connection at once, not after the document's response head
+    /// (`mewa_client::proxy::ProxyConfig::images_after_document` off).
+    #[serde(default)]
+    pub images_with_document: bool,
+    /// The browser runs' proxy holds prefetched images on the page's other
+    /// hosts until the urgent objects are nearly in
+    /// (`mewa_client::proxy::ProxyConfig::hold_other_hosts_images`).
+    #[serde(default)]
+    pub hold_other_hosts_images: bool,
     /// Chromium loads of the Fig. 8 pages per variant (0: none).
     pub browser_runs: usize,
     /// The Chromium binary.
@@ -141,6 +151,8 @@ impl Default for Config {
             one_connection: false,
             first_flight_budget: false,
             image_hold: false,
+            images_with_document: false,
+            hold_other_hosts_images: false,
             browser_runs: 5,
             chromium: PathBuf::from("/usr/bin/chromium"),
             keep_netlogs: false,
@@ -228,6 +240,8 @@ pub fn run(config: &Config, progress: &Progress) -> Result<MehReport, Experiment
         one_connection: config.one_connection,
         first_flight_budget: config.first_flight_budget,
         image_hold: config.image_hold,
+        images_with_document: config.images_with_document,
+        hold_other_hosts_images: config.hold_other_hosts_images,
         congestion: origin.congestion,
         browser,
         keep_netlogs: config.keep_netlogs,

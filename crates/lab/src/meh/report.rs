@@ -349,6 +349,14 @@ impl MehReport {
                 (setup.one_connection, ", one connection (URLs only)"),
                 (setup.first_flight_budget, ", first-flight budget"),
                 (setup.image_hold, ", image hold"),
+                (
+                    setup.images_with_document,
+                    ", images beside the document",
+                ),
+                (
+                    setup.hold_other_hosts_images,
+                    ", other hosts' images held",
+                ),
             ]
             .iter()
             .filter(|(on, _)| *on)
