@@ -50,6 +50,81 @@ pub(crate) fn headless_load<'c>(
         .arg("--dump-dom")
 }
 
+/// Chromium's managed policy for the loads through the local proxy. Every
+/// tunnel through a proxy is a socket of Chromium's per-proxy pool, 32 by
+/// default (`MaxConnectionsPerProxy`), where Chromium on its own opens up
+/// to 256 sockets, 6 per host: a page with more hosts than 32 (ryanair.com
+/// 42, ferguson.com 41) queued its tunnels behind each other only because
+/// the hint reaches the browser through a proxy. 99 is the policy's
+/// largest value. Chromium alone (no proxy) is not affected by it.
+const PROXY_POLICY: &str = "{\"MaxConnectionsPerProxy\": 99}\n";
+
+/// Where Chromium on Linux reads its configuration, managed policies
+/// under `policies/managed`.
+const CHROMIUM_ETC: &str = "/etc/chromium";
+
+/// Copies the files under `from` (at most a few levels deep, what
+/// `/etc/chromium` holds) to `to` and adds [`PROXY_POLICY`] to
+/// `to/policies/managed`: the machine's own configuration and policies
+/// stay, and the lab's is one more.
+fn policy_dir(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    fn copy(from: &std::path::Path, to: &std::path::Path, depth: u8) -> std::io::Result<()> {
+        std::fs::create_dir_all(to)?;
+        for e in std::fs::read_dir(from)? {
+            let e = e?;
+            let kind = e.file_type()?;
+            let dest = to.join(e.file_name());
+            if kind.is_dir() && depth > 0 {
+                copy(&e.path(), &dest, depth - 1)?;
+            } else if kind.is_file() {
+                std::fs::copy(e.path(), dest)?;
+            }
+        }
+        Ok(())
+    }
+    if from.is_dir() {
+        copy(from, to, 3)?;
+    }
+    let managed = to.join("policies").join("managed");
+    std::fs::create_dir_all(&managed)?;
+    std::fs::write(managed.join("mewa-lab-proxy.json"), PROXY_POLICY)
+}
+
+/// Chromium in the client namespace for a load through the proxy: in a
+/// private mount namespace whose `/etc/chromium` is a copy of the
+/// machine's with [`PROXY_POLICY`] added (the machine's own is not
+/// touched). Without `/etc/chromium` (a Chromium packaged elsewhere) it
+/// runs with its defaults, and says so once.
+fn chromium_through_proxy(
+    topo: &mewa_link::runtime::Topology,
+    chromium: &std::path::Path,
+    work_dir: &std::path::Path,
+) -> Result<std::process::Command, BedError> {
+    let etc = std::path::Path::new(CHROMIUM_ETC);
+    let ours = work_dir.join("chromium-etc");
+    if !etc.is_dir() {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            tracing::warn!(
+                "no {CHROMIUM_ETC}: Chromium through the proxy keeps its 32 sockets per proxy"
+            )
+        });
+        return Ok(topo.command(crate::bed::CLIENT, chromium)?);
+    }
+    if !ours.join("policies").is_dir() {
+        policy_dir(etc, &ours)
+            .map_err(|e| BedError::Runtime(format!("writing {}: {e}", ours.display())))?;
+    }
+    let mut c = topo.command(crate::bed::CLIENT, "unshare")?;
+    c.args(["--mount", "--", "sh", "-c"])
+        .arg(format!(
+            "mount --bind '{}' {CHROMIUM_ETC} && exec \"$0\" \"$@\"",
+            ours.display()
+        ))
+        .arg(chromium);
+    Ok(c)
+}
+
 /// A load that lost objects is not a page load: its arrival, or why not.
 fn complete(a: crate::replay::Arrival) -> (Option<crate::replay::Arrival>, Option<String>) {
     match a.missing.first() {
@@ -295,7 +370,7 @@ pub fn browser_runs(
                     let netlog =
                         work_dir.join(format!("{}-{r}-{with_hint}.netlog.json", page.name));
                     let result = headless_load(
-                        &mut topo.command(crate::bed::CLIENT, chromium)?,
+                        &mut chromium_through_proxy(topo, chromium, work_dir)?,
                         &profile,
                         &netlog,
                         &certs,
@@ -345,4 +420,36 @@ pub fn browser_runs(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lab's copy of `/etc/chromium` keeps the machine's files and
+    /// policies and adds the per-proxy socket policy beside them.
+    #[test]
+    fn the_policy_copy_keeps_the_machines_files() {
+        let base = std::env::temp_dir().join(format!("mewa-policy-{}", std::process::id()));
+        let from = base.join("etc");
+        let to = base.join("ours");
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(from.join("policies/managed")).unwrap();
+        std::fs::write(from.join("master_preferences"), "{}").unwrap();
+        std::fs::write(from.join("policies/managed/site.json"), "{\"A\": 1}").unwrap();
+        policy_dir(&from, &to).unwrap();
+        let read = |p: &str| std::fs::read_to_string(to.join(p)).unwrap();
+        assert_eq!(read("master_preferences"), "{}");
+        assert_eq!(read("policies/managed/site.json"), "{\"A\": 1}");
+        let ours: serde_json::Value =
+            serde_json::from_str(&read("policies/managed/mewa-lab-proxy.json")).unwrap();
+        assert_eq!(ours["MaxConnectionsPerProxy"], 99);
+        // The machine's folder is untouched.
+        assert!(!from.join("policies/managed/mewa-lab-proxy.json").exists());
+        // No /etc/chromium at all: the policy alone.
+        let bare = base.join("bare");
+        policy_dir(&base.join("missing"), &bare).unwrap();
+        assert!(bare.join("policies/managed/mewa-lab-proxy.json").is_file());
+        let _ = std::fs::remove_dir_all(&base);
+    }
 }
