@@ -319,14 +319,8 @@ impl PagePrefetch {
         } else {
             self.leaves_below
         };
-        /// Counts an image in [`PagePrefetch::leaves_held`] while it waits
-        /// (also when the wait is dropped).
-        struct Held<'a>(&'a AtomicU64);
-        impl Drop for Held<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::Relaxed);
-            }
-        }
+        // Counts the image in `leaves_held` while it waits (also when the
+        // wait is dropped).
         let mut held = None;
         loop {
             // Registered before the check, so a wake-up in between is not
@@ -337,7 +331,7 @@ impl PagePrefetch {
             }
             if held.is_none() {
                 self.leaves_held.fetch_add(1, Ordering::Relaxed);
-                held = Some(Held(&self.leaves_held));
+                held = Some(CountDown(&self.leaves_held));
             }
             woken.await;
         }
@@ -573,7 +567,8 @@ impl Drop for LiftOnDrop<'_> {
     }
 }
 
-/// Takes one off a counter when dropped.
+/// Takes one off a counter when dropped: a wait counted while it lasts,
+/// also when it is dropped.
 struct CountDown<'a>(&'a AtomicU64);
 
 impl Drop for CountDown<'_> {
