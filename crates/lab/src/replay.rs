@@ -44,6 +44,25 @@ pub struct Arrival {
     pub requested_s: Option<f64>,
 }
 
+/// `program` in the client namespace, in a private mount namespace where
+/// `ours` is bind-mounted over `over` (the machine's file or folder is
+/// not touched).
+pub(crate) fn with_bind_mount(
+    topo: &mewa_link::runtime::Topology,
+    ours: &std::path::Path,
+    over: &str,
+    program: &std::path::Path,
+) -> Result<std::process::Command, BedError> {
+    let mut c = topo.command(CLIENT, "unshare")?;
+    c.args(["--mount", "--", "sh", "-c"])
+        .arg(format!(
+            "mount --bind '{}' {over} && exec \"$0\" \"$@\"",
+            ours.display()
+        ))
+        .arg(program);
+    Ok(c)
+}
+
 /// Loads `page` with the built-in loader (HTTP/2 over TLS, a browser's
 /// settings) and lists what did not arrive as the page expects.
 pub fn with_loader(bed: &Bed, page: &Page) -> Result<Arrival, BedError> {
@@ -115,14 +134,7 @@ pub fn with_chromium(
                 format!("nameserver {}\noptions timeout:2 attempts:2\n", server.ip()),
             )
             .map_err(|e| BedError::Runtime(format!("writing {}: {e}", conf.display())))?;
-            let mut c = topo.command(CLIENT, "unshare")?;
-            c.args(["--mount", "--", "sh", "-c"])
-                .arg(format!(
-                    "mount --bind '{}' /etc/resolv.conf && exec \"$0\" \"$@\"",
-                    conf.display()
-                ))
-                .arg(chromium);
-            c
+            with_bind_mount(topo, &conf, "/etc/resolv.conf", chromium)?
         }
         None => {
             let mut c = topo.command(CLIENT, chromium)?;

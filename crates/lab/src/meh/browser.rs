@@ -115,14 +115,7 @@ fn chromium_through_proxy(
         policy_dir(etc, &ours)
             .map_err(|e| BedError::Runtime(format!("writing {}: {e}", ours.display())))?;
     }
-    let mut c = topo.command(crate::bed::CLIENT, "unshare")?;
-    c.args(["--mount", "--", "sh", "-c"])
-        .arg(format!(
-            "mount --bind '{}' {CHROMIUM_ETC} && exec \"$0\" \"$@\"",
-            ours.display()
-        ))
-        .arg(chromium);
-    Ok(c)
+    crate::replay::with_bind_mount(topo, &ours, CHROMIUM_ETC, chromium)
 }
 
 /// A load that lost objects is not a page load: its arrival, or why not.
