@@ -538,6 +538,41 @@ async fn https_pages_go_through_an_intercepted_tunnel() {
     assert_eq!(st, 403);
 }
 
+/// Serves `corpus` (one page) from a loopback origin on every loopback
+/// address, the page's document host at 127.0.0.1 and its other hosts at
+/// 127.0.0.2, with an edge whose UDP answers are too small for the URL
+/// form (the compact hint; the URL list over TCP), and starts a proxy:
+/// the proxy, its address, the origin's port and the edge.
+async fn two_address_proxy(
+    corpus: &Corpus,
+    name: &str,
+) -> (Arc<Proxy>, SocketAddr, u16, LoopbackEdge) {
+    let dir = std::env::temp_dir().join(format!("mewa-proxy-{name}-{}", std::process::id()));
+    let mut ocfg = origin_config(dir.join("ca"));
+    ocfg.plain = Some(SocketAddr::from(([0, 0, 0, 0], 0)));
+    let origin = LoopbackOrigin::start(corpus, ocfg);
+    let port = origin.plain_addr().port();
+    origin.keep_running();
+    let root_host = corpus.pages[0].root().unwrap().host.clone();
+    let mut spec = EdgeSpec::for_corpus(corpus, 20_000);
+    let other: std::net::IpAddr = [127, 0, 0, 2].into();
+    for (host, addrs) in &mut spec.zone {
+        if *host != root_host {
+            *addrs = vec![other];
+        }
+    }
+    spec.udp_payload = (512, 512);
+    let edge_server = LoopbackEdge::start(spec).await;
+    let mut cfg = ProxyConfig::new(edge_server.addr, 32e6);
+    cfg.radio_rtt = Some(Duration::from_millis(45));
+    cfg.origin_port = port;
+    let proxy = Proxy::new(cfg);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let paddr = listener.local_addr().unwrap();
+    tokio::spawn(proxy.clone().serve(listener));
+    (proxy, paddr, port, edge_server)
+}
+
 /// A page whose URL list does not fit the edge's UDP answer, on hosts at
 /// two addresses: the proxy plans with the compact hint, fetches the URL
 /// list over TCP while it connects, and prefetches every object, those of
@@ -546,32 +581,8 @@ async fn https_pages_go_through_an_intercepted_tunnel() {
 async fn proxy_gets_the_url_list_over_tcp_and_prefetches_every_host() {
     use std::sync::atomic::Ordering::Relaxed;
     let (page, corpus) = page_1412k();
-    let dir = std::env::temp_dir().join(format!("mewa-proxy-tcp-{}", std::process::id()));
-    let mut ocfg = origin_config(dir.join("ca"));
-    // Every loopback address: the page's hosts live at two of them.
-    ocfg.plain = Some(SocketAddr::from(([0, 0, 0, 0], 0)));
-    let origin = LoopbackOrigin::start(&corpus, ocfg);
-    let port = origin.plain_addr().port();
-    origin.keep_running();
+    let (proxy, paddr, port, edge_server) = two_address_proxy(&corpus, "tcp").await;
     let root = page.root().unwrap();
-    let mut spec = EdgeSpec::for_corpus(&corpus, 20_000);
-    let other: std::net::IpAddr = [127, 0, 0, 2].into();
-    for (host, addrs) in &mut spec.zone {
-        if *host != root.host {
-            *addrs = vec![other];
-        }
-    }
-    // Too small for the URL form: the compact hint over UDP.
-    spec.udp_payload = (512, 512);
-    let edge_server = LoopbackEdge::start(spec).await;
-    let edge = edge_server.addr;
-    let mut cfg = ProxyConfig::new(edge, 32e6);
-    cfg.radio_rtt = Some(Duration::from_millis(45));
-    cfg.origin_port = port;
-    let proxy = Proxy::new(cfg);
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let paddr = listener.local_addr().unwrap();
-    tokio::spawn(proxy.clone().serve(listener));
 
     let url = |o: &mewa_corpus::Object| format!("http://{}:{port}{}", o.host, o.path);
     let (st, body) = get(paddr, &url(root), "GET", "text/html").await;
@@ -1017,4 +1028,67 @@ async fn lookups_at_the_edge_are_capped() {
     }
     assert_eq!(seen.load(Ordering::SeqCst), 6);
     assert_eq!(most.load(Ordering::SeqCst), 2, "lookups at once");
+}
+
+/// A hint is unauthenticated: a URL list naming more hosts than
+/// [`MAX_PREFETCH_HOSTS`] makes the proxy look up and open sessions to that
+/// many other hosts, no more; the objects of the rest are left to the
+/// browser, and still load through the proxy when it asks for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_prefetch_reaches_at_most_its_bound_of_other_hosts() {
+    use mewa_client::proxy::MAX_PREFETCH_HOSTS;
+    use std::sync::atomic::Ordering::Relaxed;
+    let (mut page, corpus) = page_1412k();
+    // Every object but the document on a host of its own, past the bound.
+    let others = MAX_PREFETCH_HOSTS + 6;
+    let mut leaves: Vec<mewa_corpus::Object> = page
+        .objects
+        .iter()
+        .filter(|o| o.parent.is_some())
+        .cloned()
+        .collect();
+    assert!(!leaves.is_empty());
+    let template = leaves[0].clone();
+    while leaves.len() < others {
+        let mut o = template.clone();
+        o.path = format!("/cap/{}.png", leaves.len());
+        leaves.push(o);
+    }
+    let root_id = page.root().unwrap().id;
+    page.objects.retain(|o| o.parent.is_none());
+    for (i, mut o) in leaves.into_iter().enumerate() {
+        o.id = (i + 1) as u32;
+        o.host = format!("h{i}.cap.example");
+        o.parent = Some(root_id);
+        o.discovery = mewa_corpus::Discovery::Html;
+        page.objects.push(o);
+    }
+    let corpus = Corpus {
+        pages: vec![page.clone()],
+        ..corpus
+    };
+    let (_proxy, paddr, port, edge_server) = two_address_proxy(&corpus, "cap").await;
+
+    let root = page.root().unwrap().clone();
+    let url = format!("http://{}:{port}{}", root.host, root.path);
+    let (st, body) = get(paddr, &url, "GET", "text/html").await;
+    assert_eq!((st.as_u16(), body.len() as u64), (200, root.size));
+    let queries = || edge_server.dns.metrics.queries_udp.load(Relaxed);
+    let bound = 1 + MAX_PREFETCH_HOSTS as u64;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while queries() < bound {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} UDP queries, the bound is {bound}",
+            queries()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Nothing more comes once the bound is reached.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(queries(), bound, "one page lookup and one per host");
+    // The browser's own requests still reach every host: the left-out
+    // ones are looked up when it asks.
+    fetch_every_object(paddr, &page, port).await;
+    assert!(queries() > others as u64, "{} UDP queries", queries());
 }
