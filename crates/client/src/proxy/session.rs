@@ -506,6 +506,39 @@ fn prefetch_host(url: &str, scheme: &str) -> Option<String> {
     Some(host.to_ascii_lowercase())
 }
 
+/// Whether a response to the browser's document request sends it to
+/// another host: a redirect whose `Location` names a host other than
+/// `host` (or that cannot be read). The browser's document then comes
+/// through that host's session, where this page's prefetch budget never
+/// sees it arrive; the budget must lift at the redirect, or the rest of
+/// the page creeps through it (bing.com → cn.bing.com with
+/// `first_flight_budget`: 6.1 s against 4.0 s for Chromium alone).
+fn redirects_elsewhere(status: StatusCode, headers: &http::HeaderMap, host: &str) -> bool {
+    if !status.is_redirection() {
+        return false;
+    }
+    let Some(loc) = headers.get(http::header::LOCATION) else {
+        return false;
+    };
+    let Ok(loc) = loc.to_str() else {
+        return true;
+    };
+    let absolute = if loc.starts_with("//") {
+        format!("http:{loc}")
+    } else if loc.starts_with('/') || !loc.contains("://") {
+        // A relative reference stays on this host.
+        return false;
+    } else {
+        loc.to_string()
+    };
+    match http::Uri::try_from(absolute) {
+        Ok(uri) => uri
+            .authority()
+            .is_none_or(|auth| !auth.host().eq_ignore_ascii_case(host)),
+        Err(_) => true,
+    }
+}
+
 /// The URLs to prefetch and how to resolve their hosts.
 #[derive(Debug)]
 struct PendingPrefetch {
@@ -1149,7 +1182,10 @@ impl Session {
         match r {
             Ok(w) => {
                 self.prefetch_taken.fetch_add(1, Ordering::Relaxed);
-                if document && !w.status.is_redirection() {
+                if document
+                    && (!w.status.is_redirection()
+                        || redirects_elsewhere(w.status, &w.headers, &self.host))
+                {
                     page.document_done();
                 }
                 Some(w.clone())
@@ -1300,6 +1336,13 @@ impl Session {
             })
             .await?;
         let document = asks_document && !resp.status().is_redirection();
+        if asks_document && redirects_elsewhere(resp.status(), resp.headers(), &self.host) {
+            tracing::debug!(
+                "proxy: {}: the document moves to another host; the prefetch's budget lifts",
+                self.page_url
+            );
+            self.page.document_done();
+        }
         if document {
             tracing::debug!(
                 "proxy: {}: document's response head after {:?} (since the session opened)",
@@ -1481,6 +1524,32 @@ async fn connect(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_redirect_elsewhere_is_told_from_one_that_stays() {
+        let moved = |status: u16, loc: Option<&[u8]>| {
+            let mut h = http::HeaderMap::new();
+            if let Some(l) = loc {
+                h.insert(
+                    http::header::LOCATION,
+                    http::HeaderValue::from_bytes(l).unwrap(),
+                );
+            }
+            redirects_elsewhere(StatusCode::from_u16(status).unwrap(), &h, "bing.com")
+        };
+        assert!(moved(301, Some(b"https://cn.bing.com/")));
+        assert!(moved(302, Some(b"//cn.bing.com/x")));
+        assert!(moved(302, Some(b"https://user@evil.example:8443/")));
+        // Unreadable: the document may come anywhere.
+        assert!(moved(302, Some(b"https://bad host/")));
+        assert!(moved(302, Some(&[0xff, b'/'][..])));
+        // Staying on the host.
+        assert!(!moved(301, Some(b"https://BING.com/se")));
+        assert!(!moved(302, Some(b"/se")));
+        assert!(!moved(302, Some(b"se?q=1")));
+        assert!(!moved(302, None));
+        assert!(!moved(200, Some(b"https://cn.bing.com/")));
+    }
 
     /// Images on the document's connection go when its head comes, or a
     /// round trip after its request if the origin is slower than that,
