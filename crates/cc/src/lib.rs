@@ -54,8 +54,10 @@ pub struct Params {
     pub mss: u64,
     /// Initial window, bytes.
     pub initial_window: u64,
-    /// Extra segments slow start adds per acknowledged segment: 1 doubles
-    /// the window every round trip (Reno), 2 triples it (FLD_TCP).
+    /// Extra segments slow start adds per acknowledged segment while the
+    /// flow is short (below [`Params::relentless_below`]): 1 doubles the
+    /// window every round trip (Reno), 2 triples it (FLD_TCP). Past that,
+    /// slow start doubles, as Reno's.
     pub slow_start_gain: u64,
     /// While fewer bytes than this have been delivered, a loss takes only
     /// the lost bytes off the window (Relentless TCP); from then on it halves
@@ -179,10 +181,17 @@ impl Controller for Window {
         match self.phase() {
             Phase::SlowStart => {
                 // FLD_TCP: two extra segments per acknowledged segment (×3 a
-                // round trip); Reno one (×2). Not past the threshold.
-                let grown = self
-                    .cwnd
-                    .saturating_add(ack.bytes.saturating_mul(self.params.slow_start_gain));
+                // round trip); Reno one (×2). Past the threshold FLD_TCP is
+                // Reno here too: "after the TCP flow exceeds the threshold
+                // value, FLD_TCP functions in traditional RENO behavior thus
+                // acting in a TCP-friendly manner" (a slow start after a
+                // timeout on a long flow doubles, it does not triple).
+                let gain = if self.relentless() {
+                    self.params.slow_start_gain
+                } else {
+                    1
+                };
+                let grown = self.cwnd.saturating_add(ack.bytes.saturating_mul(gain));
                 self.cwnd = if self.ssthresh == u64::MAX {
                     grown
                 } else {

@@ -59,13 +59,38 @@ fn slow_start_follows_the_model_schedule() {
     assert_eq!((reno[0], reno[1]), (15_000, 45_000));
     for k in 1..=8u32 {
         let i = k as usize - 1;
-        assert_eq!(fld[i], Schedule::fld().cumulative_bytes(k), "FLD, RTT {k}");
+        // The model's schedule triples for ever; the sender stops tripling
+        // once 2 MB are delivered, which happens during the 6th round trip.
+        if k <= 6 {
+            assert_eq!(fld[i], Schedule::fld().cumulative_bytes(k), "FLD, RTT {k}");
+        }
         assert_eq!(
             reno[i],
             Schedule::reno().cumulative_bytes(k),
             "Reno, RTT {k}"
         );
     }
+}
+
+#[test]
+fn past_two_megabytes_slow_start_doubles_as_renos() {
+    // "after the TCP flow exceeds the threshold value, FLD_TCP functions in
+    // traditional RENO behavior": 1.815 MB are delivered after five round
+    // trips, so the sixth (3.645 MB) crosses 2 MB early on and grows the
+    // window by one segment per acknowledged segment from then on.
+    let fld = cumulative(Window::fld(SEED_MSS), 7);
+    assert_eq!(fld[4], 1_815_000);
+    let sixth = fld[5] - fld[4];
+    assert_eq!(sixth, 3_645_000);
+    let seventh = fld[6] - fld[5];
+    // Tripling until 2 MB, 185 kB into the round trip: the 123 segments
+    // (184.5 kB) acknowledged while fewer than 2 MB are delivered add two
+    // segments each; the 124th reaches 2 MB and it and the rest add one.
+    let tripled = 123 * SEED_MSS;
+    assert!(fld[4] + tripled < FLD_THRESHOLD_BYTES);
+    assert!(fld[4] + tripled + SEED_MSS >= FLD_THRESHOLD_BYTES);
+    assert_eq!(seventh, sixth + 2 * tripled + (sixth - tripled));
+    assert!(seventh < 3 * sixth);
 }
 
 #[test]

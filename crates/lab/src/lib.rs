@@ -10,6 +10,8 @@
 //!   HTTP/1.1, HTTP/2 and HTTP/3 (tokio runtime).
 //! - [`bed`]: a client and an origin in network namespaces joined by an
 //!   emulated link, loads run from the client's side.
+//! - [`bulk`]: single TCP transfers with a chosen congestion control, and
+//!   the bytes they put on the link per round trip (seed 002).
 //! - [`baseline`]: the first experiment — measured load times over one
 //!   HTTP/2 connection beside seed 000's T_HTTP model.
 //! - [`experiment`]: what every experiment shares — the corpus choice,
@@ -25,6 +27,7 @@
 
 pub mod baseline;
 pub mod bed;
+pub mod bulk;
 pub mod experiment;
 pub mod har;
 pub mod load;

@@ -3,6 +3,7 @@
 //! the lab. It only parses arguments: every command's work is library code
 //! in the crates below it (docs/ARCHITECTURE.md).
 
+mod cc;
 mod client;
 mod corpus;
 mod edge;
@@ -55,6 +56,9 @@ enum Cmd {
     /// pair, the origin against nghttpd and nginx, the edge's DNS against
     /// NSD, the proxy against a direct connection.
     Bench(mewa_bench::BenchCmd),
+    /// Register, remove and inspect mewa's BPF TCP congestion controls
+    /// (FLD_TCP as mewa_fld; docs/CC.md).
+    Cc(cc::CcCmd),
 }
 
 /// Sends the libraries' `tracing` events to stderr: `RUST_LOG` filters
@@ -90,6 +94,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Edge(e) => edge::run(e).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Client(c) => client::run(c).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Lab(l) => lab::run(*l).map(|()| std::process::ExitCode::SUCCESS),
+        Cmd::Cc(c) => cc::run(c).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Bench(b) => mewa_bench::run(b)
             .map(|()| std::process::ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),

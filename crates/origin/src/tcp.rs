@@ -56,7 +56,7 @@ pub enum TcpError {
     /// The congestion control is not registered in this kernel (or network
     /// namespace); pick one of `available`, or load the module / register the
     /// BPF `struct_ops` first.
-    #[error("TCP congestion control `{name}` is not available (available: {available})")]
+    #[error("TCP congestion control `{name}` is not available (available: {available}); mewa's own (mewa_fld) need `mewa cc load` first")]
     UnknownCongestion {
         /// The name asked for.
         name: String,

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * FLD_TCP (seed 002 §2.1) as a Linux TCP congestion control, `mewa_fld`.
+ *
+ * The rules are those of crates/cc (mewa_cc::Window::fld), which is tested
+ * in virtual time; this file maps them onto the kernel's hooks:
+ *
+ *   cong_avoid   the window growth (slow start x3, then one segment a window)
+ *   ssthresh     the window after a loss found by fast retransmit (Relentless
+ *                below 2 MB acknowledged, halving after)
+ *   pkts_acked   Relentless again: later losses of the same recovery each
+ *                take one more segment off
+ *   cwnd_event   a retransmission timeout halves, in both modes
+ *   undo_cwnd    a spurious reduction is undone, as Reno does
+ *   sndbuf_expand  room in the send buffer for a window that triples
+ *
+ * The kernel counts the window in segments (snd_cwnd) and the core in bytes;
+ * "bytes delivered" is tcp_sock.bytes_acked in both.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+char _license[] SEC("license") = "GPL";
+
+/* "The threshold value is selected to be 2 MB" */
+#define FLD_THRESHOLD_BYTES 2000000ULL
+/* The smallest window after a loss: two segments (RFC 5681). */
+#define MIN_CWND 2U
+
+/* Per-connection state, in the socket's icsk_ca_priv (104 bytes at most). */
+struct fld {
+	/* The window the current Relentless recovery is heading for,
+	 * before losses found after its start; 0 outside one. */
+	__u32 target;
+	/* tcp_sock.lost when that recovery began. */
+	__u32 lost_at_start;
+};
+
+static __always_inline struct tcp_sock *tcp_sk(const struct sock *sk)
+{
+	return (struct tcp_sock *)sk;
+}
+
+static __always_inline struct fld *fld_of(const struct sock *sk)
+{
+	return (struct fld *)((struct inet_connection_sock *)sk)->icsk_ca_priv;
+}
+
+static __always_inline bool short_flow(const struct tcp_sock *tp)
+{
+	return tp->bytes_acked < FLD_THRESHOLD_BYTES;
+}
+
+static __always_inline __u32 at_least_min(__u32 w)
+{
+	return w > MIN_CWND ? w : MIN_CWND;
+}
+
+SEC("struct_ops")
+void BPF_PROG(fld_init, struct sock *sk)
+{
+	struct fld *ca = fld_of(sk);
+
+	ca->target = 0;
+	ca->lost_at_start = 0;
+	/* A socket that bbr initialised keeps pacing after a switch to
+	 * another control (GUIDE §3); FLD_TCP is window-based, so no
+	 * pacing unless a qdisc asks for it. */
+	sk->sk_pacing_status = SK_PACING_NONE;
+}
+
+/* Whether the window limited the sender, as the kernel's
+ * tcp_is_cwnd_limited() decides, with room for a window that triples:
+ * in slow start the window may grow to three times what was in flight. */
+static __always_inline bool cwnd_limited(const struct sock *sk)
+{
+	const struct tcp_sock *tp = tcp_sk(sk);
+	__u32 factor = short_flow(tp) ? 3 : 2;
+
+	if (BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited))
+		return true;
+	if (tp->snd_cwnd < tp->snd_ssthresh)
+		return tp->snd_cwnd < factor * tp->max_packets_out;
+	return false;
+}
+
+SEC("struct_ops")
+void BPF_PROG(fld_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u32 cwnd = tp->snd_cwnd;
+
+	if (!cwnd_limited(sk))
+		return;
+	if (cwnd < tp->snd_ssthresh) {
+		/* "While traditional TCP doubles its congestion window every
+		 * round trip in the Slow-start phase, FLD_TCP triples its
+		 * congestion window": two segments per acknowledged one while
+		 * the flow is short, one (Reno) after. */
+		__u32 gain = short_flow(tp) ? 2 : 1;
+		__u32 grown = cwnd + gain * acked;
+
+		if (grown > tp->snd_ssthresh)
+			grown = tp->snd_ssthresh;
+		if (grown > tp->snd_cwnd_clamp)
+			grown = tp->snd_cwnd_clamp;
+		tp->snd_cwnd = grown;
+		return;
+	}
+	/* Congestion avoidance: one segment per window of acknowledged
+	 * segments (the kernel's tcp_cong_avoid_ai). */
+	if (tp->snd_cwnd_cnt >= cwnd) {
+		tp->snd_cwnd_cnt = 0;
+		cwnd++;
+	}
+	tp->snd_cwnd_cnt += acked;
+	if (tp->snd_cwnd_cnt >= cwnd) {
+		__u32 delta = tp->snd_cwnd_cnt / cwnd;
+
+		tp->snd_cwnd_cnt -= delta * cwnd;
+		cwnd += delta;
+	}
+	if (cwnd > tp->snd_cwnd_clamp)
+		cwnd = tp->snd_cwnd_clamp;
+	tp->snd_cwnd = cwnd;
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(fld_ssthresh, struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct fld *ca = fld_of(sk);
+	__u32 cwnd = tp->snd_cwnd;
+
+	if (short_flow(tp)) {
+		/* "Instead of multiplicative decrease upon packet loss, this
+		 * TCP reduces the congestion window by the amount of lost
+		 * segments only." At least one segment was lost. */
+		__u32 lost = tp->lost_out ? tp->lost_out : 1;
+
+		ca->target = at_least_min(cwnd > lost ? cwnd - lost : 0);
+		ca->lost_at_start = tp->lost;
+		return ca->target;
+	}
+	/* "after the TCP flow exceeds the threshold value, FLD_TCP functions
+	 * in traditional RENO behavior" */
+	ca->target = 0;
+	return at_least_min(cwnd >> 1);
+}
+
+SEC("struct_ops")
+void BPF_PROG(fld_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct fld *ca = fld_of(sk);
+	__u32 later;
+
+	if (!ca->target)
+		return;
+	/* The recovery ends with the window at ssthresh: every segment
+	 * found lost since it began takes one more segment off. */
+	later = tp->lost - ca->lost_at_start;
+	tp->snd_ssthresh = at_least_min(ca->target > later ? ca->target - later : 0);
+}
+
+SEC("struct_ops")
+void BPF_PROG(fld_set_state, struct sock *sk, __u8 new_state)
+{
+	struct fld *ca = fld_of(sk);
+
+	/* Back to normal (or into a timeout): the recovery is over. */
+	if (new_state == TCP_CA_Open || new_state == TCP_CA_Loss)
+		ca->target = 0;
+}
+
+SEC("struct_ops")
+void BPF_PROG(fld_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct fld *ca = fld_of(sk);
+
+	if (ev != CA_EVENT_LOSS)
+		return;
+	/* A retransmission timeout: the kernel asked ssthresh() just before
+	 * this event and takes the window to one segment after it. A timeout
+	 * says the path lost a whole window, so slow start up to half of it,
+	 * in both modes (as mewa_cc's on_rto). */
+	ca->target = 0;
+	tp->snd_ssthresh = at_least_min(tp->prior_cwnd >> 1);
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(fld_undo_cwnd, struct sock *sk)
+{
+	const struct tcp_sock *tp = tcp_sk(sk);
+
+	/* The reduction was spurious (DSACK, timestamps): back to the window
+	 * before it, as Reno's undo. */
+	return tp->snd_cwnd > tp->prior_cwnd ? tp->snd_cwnd : tp->prior_cwnd;
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(fld_sndbuf_expand, struct sock *sk)
+{
+	/* The kernel sizes the send buffer at twice the window, enough for a
+	 * window that doubles each round trip; one that triples would wait
+	 * on the buffer instead (bbr asks for 3 for the same reason). */
+	return 3;
+}
+
+SEC(".struct_ops")
+struct tcp_congestion_ops mewa_fld = {
+	.init = (void *)fld_init,
+	.cong_avoid = (void *)fld_cong_avoid,
+	.ssthresh = (void *)fld_ssthresh,
+	.pkts_acked = (void *)fld_pkts_acked,
+	.set_state = (void *)fld_set_state,
+	.cwnd_event = (void *)fld_cwnd_event,
+	.undo_cwnd = (void *)fld_undo_cwnd,
+	.sndbuf_expand = (void *)fld_sndbuf_expand,
+	.name = "mewa_fld",
+};
