@@ -16,7 +16,7 @@ use std::time::Duration;
 use mewa_corpus::{Corpus, Page};
 use mewa_link::core::{DelaySpec, DirectionConfig, LinkConfig, QueueSpec, RateSpec};
 use mewa_link::runtime::{self, LinkOptions, Topology};
-use mewa_origin::{HttpOptions, Origin, OriginConfig, TcpOptions};
+use mewa_origin::{AcceptHook, HttpOptions, Origin, OriginConfig, TcpOptions};
 use tokio::sync::oneshot;
 
 use crate::loader::{load, LoadError, LoadOptions, Resolver};
@@ -123,14 +123,61 @@ impl Bed {
         link_options: LinkOptions,
         origin: &OriginSettings,
     ) -> Result<Bed, BedError> {
+        Bed::start_inner(corpus, link, link_options, origin, false, None)
+    }
+
+    /// As [`Bed::start`], with two more hosts for cross traffic
+    /// ([`crate::cross`]): [`XSEND`](crate::cross::XSEND) beside the origin
+    /// and [`XRECV`](crate::cross::XRECV) beside the client, each on a
+    /// plain veth pair, so their flows cross the same emulated link.
+    pub fn start_with_cross_hosts(
+        corpus: &Corpus,
+        link: LinkConfig,
+        link_options: LinkOptions,
+        origin: &OriginSettings,
+    ) -> Result<Bed, BedError> {
+        Bed::start_inner(corpus, link, link_options, origin, true, None)
+    }
+
+    /// As [`Bed::start_with_cross_hosts`], with `on_accept` called on every
+    /// TCP connection the origin accepts (before any byte): how an
+    /// experiment switches the server's congestion control load by load.
+    pub fn start_with_cross_hosts_hooked(
+        corpus: &Corpus,
+        link: LinkConfig,
+        link_options: LinkOptions,
+        origin: &OriginSettings,
+        on_accept: Option<AcceptHook>,
+    ) -> Result<Bed, BedError> {
+        Bed::start_inner(corpus, link, link_options, origin, true, on_accept)
+    }
+
+    fn start_inner(
+        corpus: &Corpus,
+        link: LinkConfig,
+        link_options: LinkOptions,
+        origin: &OriginSettings,
+        cross_hosts: bool,
+        on_accept: Option<AcceptHook>,
+    ) -> Result<Bed, BedError> {
         let groups = replay_groups(corpus);
-        let topo = Topology::builder()
-            .host(CLIENT)
-            .host(SERVER)
-            .link_with(CLIENT, SERVER, link, link_options)
-            .extra_addrs(SERVER, groups.len() as u32)
-            .build()?;
-        Bed::with_origin(topo, corpus, origin, groups)
+        // The emulated link comes first: a host's primary address is the
+        // one on its first link.
+        let mut b = Topology::builder().host(CLIENT).host(SERVER).link_with(
+            CLIENT,
+            SERVER,
+            link,
+            link_options,
+        );
+        if cross_hosts {
+            b = b
+                .host(crate::cross::XSEND)
+                .host(crate::cross::XRECV)
+                .veth(crate::cross::XSEND, SERVER)
+                .veth(CLIENT, crate::cross::XRECV);
+        }
+        let topo = b.extra_addrs(SERVER, groups.len() as u32).build()?;
+        Bed::with_origin(topo, corpus, origin, groups, on_accept)
     }
 
     /// Seed 000's three hosts: the client behind the radio link to the
@@ -153,7 +200,7 @@ impl Bed {
             .link(EDGE, SERVER, wired)
             .extra_addrs(SERVER, groups.len() as u32)
             .build()?;
-        Bed::with_origin(topo, corpus, origin, groups)
+        Bed::with_origin(topo, corpus, origin, groups, None)
     }
 
     fn with_origin(
@@ -161,6 +208,7 @@ impl Bed {
         corpus: &Corpus,
         origin: &OriginSettings,
         groups: Vec<Vec<String>>,
+        on_accept: Option<AcceptHook>,
     ) -> Result<Bed, BedError> {
         let ip = topo.addr(SERVER)?;
         let mut host_addrs = HashMap::new();
@@ -178,6 +226,7 @@ impl Bed {
             http: HttpOptions::default(),
             tcp: TcpOptions {
                 congestion: Some(origin.congestion.clone()),
+                on_accept,
                 ..TcpOptions::default()
             },
             quic_congestion: None,

@@ -56,6 +56,9 @@ pub struct Setup {
 pub struct Transfer {
     /// From the receiver's `connect()` to its last byte.
     pub completion: Duration,
+    /// From the end of the handshake (`connect()` returned) to the last
+    /// byte: the data's round trips alone.
+    pub transfer: Duration,
     /// Bytes received (equals the setup's unless the transfer broke).
     pub received: u64,
     /// Data segments the sender put on the link in each round trip, from
@@ -139,7 +142,7 @@ pub fn run(s: &Setup, log_dir: &Path) -> Result<Transfer, BulkError> {
         .build()?;
     let measured = transfer(&topo, s);
     topo.shutdown()?;
-    let (completion, received) = measured?;
+    let (completion, transfer, received) = measured?;
     let path = log_dir.join("bulk.down.log");
     let text = std::fs::read_to_string(&path).map_err(io(format!("reading {}", path.display())))?;
     let log = EventLog::parse(&text).map_err(|e| BulkError::Log {
@@ -153,6 +156,7 @@ pub fn run(s: &Setup, log_dir: &Path) -> Result<Transfer, BulkError> {
         .count() as u64;
     Ok(Transfer {
         completion,
+        transfer,
         received,
         rounds: rounds(&log.events, s.rtt),
         drops,
@@ -160,7 +164,7 @@ pub fn run(s: &Setup, log_dir: &Path) -> Result<Transfer, BulkError> {
 }
 
 /// The transfer itself, in a topology with [`CLIENT`] and [`SERVER`].
-fn transfer(topo: &Topology, s: &Setup) -> Result<(Duration, u64), BulkError> {
+fn transfer(topo: &Topology, s: &Setup) -> Result<(Duration, Duration, u64), BulkError> {
     let server_ip = topo.addr(SERVER)?;
     let opts = TcpOptions {
         congestion: Some(s.congestion.clone()),
@@ -189,30 +193,32 @@ fn transfer(topo: &Topology, s: &Setup) -> Result<(Duration, u64), BulkError> {
     });
     let addr = SocketAddr::from((server_ip, PORT));
     let rcvbuf = s.receive_buffer;
-    let received = topo.in_namespace(CLIENT, || -> std::io::Result<(Duration, u64)> {
-        let sock = socket2::Socket::new(
-            socket2::Domain::IPV4,
-            socket2::Type::STREAM,
-            Some(socket2::Protocol::TCP),
-        )?;
-        if let Some(n) = rcvbuf {
-            sock.set_recv_buffer_size(n)?;
-        }
-        let t0 = Instant::now();
-        sock.connect_timeout(&addr.into(), Duration::from_secs(10))?;
-        let mut conn: TcpStream = sock.into();
-        conn.set_read_timeout(Some(Duration::from_secs(60)))?;
-        let mut buf = vec![0u8; 256 * 1024];
-        let mut got = 0u64;
-        loop {
-            let n = conn.read(&mut buf)?;
-            if n == 0 {
-                break;
+    let received =
+        topo.in_namespace(CLIENT, || -> std::io::Result<(Duration, Duration, u64)> {
+            let sock = socket2::Socket::new(
+                socket2::Domain::IPV4,
+                socket2::Type::STREAM,
+                Some(socket2::Protocol::TCP),
+            )?;
+            if let Some(n) = rcvbuf {
+                sock.set_recv_buffer_size(n)?;
             }
-            got += n as u64;
-        }
-        Ok((t0.elapsed(), got))
-    })?;
+            let t0 = Instant::now();
+            sock.connect_timeout(&addr.into(), Duration::from_secs(10))?;
+            let t1 = Instant::now();
+            let mut conn: TcpStream = sock.into();
+            conn.set_read_timeout(Some(Duration::from_secs(60)))?;
+            let mut buf = vec![0u8; 256 * 1024];
+            let mut got = 0u64;
+            loop {
+                let n = conn.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                got += n as u64;
+            }
+            Ok((t0.elapsed(), t1.elapsed(), got))
+        })?;
     let received = received.map_err(io(format!("receiving from {addr}")))?;
     sender
         .join()

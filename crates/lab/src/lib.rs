@@ -12,6 +12,8 @@
 //!   emulated link, loads run from the client's side.
 //! - [`bulk`]: single TCP transfers with a chosen congestion control, and
 //!   the bytes they put on the link per round trip (seed 002).
+//! - [`cross`]: background flows (TCP with a chosen congestion control,
+//!   or constant-rate UDP) between two extra hosts across the bottleneck.
 //! - [`baseline`]: the first experiment — measured load times over one
 //!   HTTP/2 connection beside seed 000's T_HTTP model.
 //! - [`experiment`]: what every experiment shares — the corpus choice,
@@ -22,13 +24,17 @@
 //!   every object arrives, with the loader and with Chromium.
 //! - [`parity`]: the loader against Chromium without hints, the check
 //!   that the baseline every gain is measured against is a browser's.
+//! - [`fld`]: seed 002's FLD_TCP experiments — bulk transfers, fairness,
+//!   and pages under cross traffic with Cubic or FLD_TCP at the server.
 //! - [`meh`]: seed 000's Mobile Edge Hint experiment — client, edge and
 //!   origin in three namespaces, each page with and without the hint.
 
 pub mod baseline;
 pub mod bed;
 pub mod bulk;
+pub mod cross;
 pub mod experiment;
+pub mod fld;
 pub mod har;
 pub mod load;
 pub mod loader;

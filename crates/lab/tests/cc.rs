@@ -89,3 +89,52 @@ fn the_kernels_fld_sends_the_cores_schedule_round_by_round() {
     assert!(!close(&fld.rounds, &want_reno));
     assert_eq!((fld.drops, reno.drops), (0, 0));
 }
+
+#[test]
+fn cross_traffic_shares_the_bottleneck_and_is_logged() {
+    use mewa_lab::bed::{Bed, OriginSettings};
+    use mewa_lab::cross::{Cross, Flow};
+    if let Err(e) = runtime::probe() {
+        eprintln!("skipping: cross_traffic_shares_the_bottleneck_and_is_logged needs root: {e}");
+        return;
+    }
+    let corpus = mewa_corpus::generate(mewa_corpus::Preset::Meh15, 1);
+    let link = bulk::link(&Setup {
+        rtt: Duration::from_millis(20),
+        down_bps: 20_000_000,
+        up_bps: 20_000_000,
+        queue_bytes: Some(100_000),
+        bytes: 0,
+        congestion: String::new(),
+        receive_buffer: None,
+    });
+    let ca = std::env::temp_dir().join(format!("mewa-cc-cross-{}", std::process::id()));
+    let bed = Bed::start_with_cross_hosts(
+        &corpus,
+        link,
+        runtime::LinkOptions::default(),
+        &OriginSettings {
+            congestion: "cubic".into(),
+            ca_dir: ca.clone(),
+        },
+    )
+    .unwrap();
+    let flows = [
+        Flow::Udp { bps: 8_000_000 },
+        Flow::Tcp { cc: "cubic".into() },
+    ];
+    let cross = Cross::start(bed.running().unwrap(), &flows, Duration::from_millis(500)).unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    let log = cross.stop();
+    bed.shutdown().unwrap();
+    let _ = std::fs::remove_dir_all(&ca);
+    let rates = log.mean_bps(2);
+    eprintln!("cross traffic rates after 1 s: {rates:?}\n{}", log.to_csv());
+    assert!(log.bytes.iter().all(|b| b.len() >= 6), "{:?}", log.bytes);
+    // The UDP flow gets about its rate (it is not congestion controlled),
+    // the TCP flow most of the rest, and together they fill the 20 Mbit/s
+    // link and no more: they share the emulated bottleneck.
+    assert!((6_500_000.0..8_500_000.0).contains(&rates[0]), "{rates:?}");
+    assert!(rates[1] > 8_000_000.0, "{rates:?}");
+    assert!(rates[0] + rates[1] < 20_500_000.0, "{rates:?}");
+}

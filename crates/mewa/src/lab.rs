@@ -17,7 +17,7 @@ use mewa_lab::load::AssignRule;
 use mewa_lab::meh::{BrowserPages, Dispatch, Policy, Rrc};
 use mewa_lab::record::Protocol;
 use mewa_lab::report::Report;
-use mewa_lab::{baseline, load, meh, parity};
+use mewa_lab::{baseline, fld, load, meh, parity};
 use mewa_link::core::parse_rate;
 
 /// `mewa lab …`
@@ -52,6 +52,101 @@ enum LabSub {
     /// measured against is as fast as a browser. Needs root and Chromium.
     /// Results: config.json, meta.json, parity.csv, report.md, parity.svg.
     Parity(ParityArgs),
+    /// Seed 002's FLD_TCP against Cubic at the server, with the kernel's
+    /// FLD_TCP (`mewa cc load` first): bulk transfers, fairness, and pages
+    /// under cross traffic (LTE, 3G) with the paper's page metrics. Needs
+    /// root. Results: config.json, meta.json, CSV tables, report.md, SVG.
+    Fld(FldArgs),
+}
+
+#[derive(Debug, Args)]
+struct FldArgs {
+    #[command(subcommand)]
+    which: FldSub,
+}
+
+#[derive(Debug, Subcommand)]
+enum FldSub {
+    /// One transfer per size and congestion control at a fixed RTT and
+    /// rate: completion time, round trips, drops (seed 002's 500 kB in 4
+    /// round trips against Reno's 6).
+    Bulk(FldBulkArgs),
+    /// A long FLD_TCP flow against a long flow of another control over a
+    /// bounded queue: throughput over time and Jain's index once FLD_TCP
+    /// is past 2 MB.
+    Fairness(FldFairnessArgs),
+    /// Pages through a link shared with cross traffic (seed 002's LTE and
+    /// 3G settings), the server's connections alternating between cubic
+    /// and FLD_TCP load by load: net transfer time per page type (Fig. 6),
+    /// idle share (7), concurrency (8), connection durations (9-10), first
+    /// objects per RTT (11), connection sizes.
+    Pages(FldPagesArgs),
+}
+
+#[derive(Debug, Args)]
+struct FldBulkArgs {
+    /// Round trip [default: 40ms].
+    #[arg(long)]
+    rtt: Option<String>,
+    /// Bottleneck rate both ways [default: 20mbit].
+    #[arg(long)]
+    rate: Option<String>,
+    /// Bottleneck queue in bytes [default: unbounded].
+    #[arg(long)]
+    queue: Option<usize>,
+    /// Transfer sizes in bytes, comma-separated [default: 500000,2000000].
+    #[arg(long, value_delimiter = ',')]
+    size: Vec<u64>,
+    /// Congestion controls, comma-separated [default: reno,cubic,bbr,mewa_fld].
+    #[arg(long, value_delimiter = ',')]
+    cc: Vec<String>,
+    /// Transfers per size and control [default: 5].
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Parent of the timestamped result folder [default: out/lab].
+    #[arg(long, short)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct FldFairnessArgs {
+    /// Round trip [default: 40ms].
+    #[arg(long)]
+    rtt: Option<String>,
+    /// Bottleneck rate [default: 20mbit].
+    #[arg(long)]
+    rate: Option<String>,
+    /// Bottleneck queue in bytes [default: 100000, one BDP].
+    #[arg(long)]
+    queue: Option<usize>,
+    /// Seconds both flows run [default: 60].
+    #[arg(long)]
+    duration: Option<u64>,
+    /// Controls FLD_TCP runs against, comma-separated [default: cubic,reno].
+    #[arg(long, value_delimiter = ',')]
+    against: Vec<String>,
+    /// Parent of the timestamped result folder [default: out/lab].
+    #[arg(long, short)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct FldPagesArgs {
+    #[command(flatten)]
+    corpus: CorpusArgs,
+    /// Network settings, comma-separated: lte, 3g [default: lte,3g].
+    #[arg(long, value_delimiter = ',')]
+    setting: Vec<String>,
+    /// Page types, comma-separated: h2 (HTTP/2 over TLS), h1 (HTTP/1.1 in
+    /// the clear) [default: h2,h1].
+    #[arg(long = "type", value_delimiter = ',')]
+    types: Vec<String>,
+    /// Loads per page, type and control [default: 11].
+    #[arg(long)]
+    loads: Option<usize>,
+    /// Parent of the timestamped result folder [default: out/lab].
+    #[arg(long, short)]
+    out: Option<PathBuf>,
 }
 
 /// A cellular trace instead of a fixed rate.
@@ -511,6 +606,55 @@ pub fn run(cmd: LabCmd) -> anyhow::Result<()> {
                 with_bar(c.runs * 2, |p| parity::run(&c, p)).context("parity experiment")?;
             finish(&report)
         }
+        LabSub::Fld(a) => run_fld(a.which),
+    }
+}
+
+fn run_fld(which: FldSub) -> anyhow::Result<()> {
+    match which {
+        FldSub::Bulk(a) => {
+            let mut c = fld::BulkConfig::default();
+            rtt_and_rate(&a.rtt, &a.rate, &mut c.rtt_ms, &mut c.rate_bps)?;
+            c.queue_bytes = a.queue.or(c.queue_bytes);
+            if !a.size.is_empty() {
+                c.sizes = a.size.clone();
+            }
+            if !a.cc.is_empty() {
+                c.ccs = a.cc.clone();
+            }
+            c.runs = a.runs.unwrap_or(c.runs);
+            c.out = a.out.clone().unwrap_or(c.out);
+            let total = c.runs * c.sizes.len() * c.ccs.len();
+            let report = with_bar(total, |p| fld::bulk(&c, p)).context("fld bulk")?;
+            finish(&report)
+        }
+        FldSub::Fairness(a) => {
+            let mut c = fld::FairnessConfig::default();
+            rtt_and_rate(&a.rtt, &a.rate, &mut c.rtt_ms, &mut c.rate_bps)?;
+            c.queue_bytes = a.queue.unwrap_or(c.queue_bytes);
+            c.duration_s = a.duration.unwrap_or(c.duration_s);
+            if !a.against.is_empty() {
+                c.against = a.against.clone();
+            }
+            c.out = a.out.clone().unwrap_or(c.out);
+            let n = c.against.len();
+            let report = with_bar(n, |p| fld::fairness(&c, p)).context("fld fairness")?;
+            finish(&report)
+        }
+        FldSub::Pages(a) => {
+            let mut c: fld::PagesConfig = a.corpus.base()?;
+            a.corpus.apply(&mut c.corpus, &mut c.origin)?;
+            if !a.setting.is_empty() {
+                c.settings = a.setting.clone();
+            }
+            if !a.types.is_empty() {
+                c.protocols = a.types.clone();
+            }
+            c.loads = a.loads.unwrap_or(c.loads);
+            c.out = a.out.clone().unwrap_or(c.out);
+            let report = with_bar(c.loads, |p| fld::pages(&c, p)).context("fld pages")?;
+            finish(&report)
+        }
     }
 }
 
@@ -577,6 +721,22 @@ fn rtt_ms(flag: &str, s: &str) -> anyhow::Result<u64> {
         bail!("{flag} {s}: give a round trip between 1 ms and 10 s");
     }
     Ok(ms)
+}
+
+/// `--rtt` and `--rate`, when given, into their configuration fields.
+fn rtt_and_rate(
+    rtt: &Option<String>,
+    rate: &Option<String>,
+    rtt_field: &mut u64,
+    rate_field: &mut u64,
+) -> anyhow::Result<()> {
+    if let Some(r) = rtt {
+        *rtt_field = rtt_ms("--rtt", r)?;
+    }
+    if let Some(r) = rate {
+        *rate_field = rate_of(r)?;
+    }
+    Ok(())
 }
 
 fn rate_of(s: &str) -> anyhow::Result<u64> {
