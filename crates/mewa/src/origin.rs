@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand};
 use mewa_corpus::Corpus;
-use mewa_origin::{HttpOptions, OriginConfig, TcpOptions};
+use mewa_origin::{HttpOptions, OriginConfig, QuicCc, TcpOptions};
 
 #[derive(Debug, Args)]
 pub struct OriginCmd {
@@ -40,6 +41,16 @@ struct ServeArgs {
     /// registered one); default: the system's.
     #[arg(long, value_name = "NAME")]
     cc: Option<String>,
+    /// Congestion controller of every HTTP/3 (QUIC) connection: quinn's
+    /// cubic, newreno or bbr, or seed 002's FLD_TCP (fld) or its Reno
+    /// baseline (reno) from mewa-cc.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "cubic",
+        value_parser = PossibleValuesParser::new(QuicCc::NAMES).try_map(|s| s.parse::<QuicCc>()),
+    )]
+    quic_cc: QuicCc,
     /// Server think time before each response, e.g. 20ms, 0.5s.
     #[arg(long, default_value = "0ms", value_parser = parse_duration)]
     think: Duration,
@@ -179,7 +190,7 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
             recv_buffer: a.rcvbuf,
             on_accept: None,
         },
-        quic_congestion: None,
+        quic_congestion: Some(a.quic_cc.factory()),
         cert_groups: Vec::new(),
     };
     mewa_origin::run_until_ctrl_c(&corpus, config, |o| {
@@ -201,9 +212,16 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
             println!("  h3       {x}/udp  (QUIC: h3)");
         }
         println!(
-            "  congestion control: {}",
+            "  TCP congestion control:  {}",
             a.cc.as_deref().unwrap_or("system default")
         );
+        if o.h3_addr().is_some() {
+            println!(
+                "  QUIC congestion control: {} ({})",
+                a.quic_cc,
+                a.quic_cc.about()
+            );
+        }
         if let Some(c) = o.certs() {
             println!("  CA certificate: {}", c.ca_cert_path.display());
             println!("  CA SPKI sha256:   {}", c.ca_spki_sha256);
@@ -337,6 +355,29 @@ mod tests {
             let e = parse(&args).unwrap_err();
             assert!(e.contains(args[0]) && e.contains(says), "{args:?}: {e}");
         }
+    }
+
+    fn quic_cc(args: &[&str]) -> Result<QuicCc, String> {
+        use clap::Parser;
+        let argv = ["serve", "corpus.json"].iter().chain(args);
+        Cli::try_parse_from(argv)
+            .map(|c| c.serve.quic_cc)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn quic_cc_names_every_controller_and_defaults_to_cubic() {
+        assert_eq!(quic_cc(&[]), Ok(QuicCc::Cubic));
+        for cc in QuicCc::ALL {
+            assert_eq!(quic_cc(&["--quic-cc", cc.name()]), Ok(cc));
+        }
+        let e = quic_cc(&["--quic-cc", "vegas"]).unwrap_err();
+        assert!(
+            e.contains("--quic-cc")
+                && e.contains("vegas")
+                && QuicCc::NAMES.iter().all(|n| e.contains(n)),
+            "{e}"
+        );
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! - cleartext HTTP/1.1 and h2c by prior knowledge on the same port, told
 //!   apart by the h2 preface;
 //! - HTTP/3 over QUIC (quinn + h3), with the congestion controller taken from
-//!   a [`quinn::congestion::ControllerFactory`] the caller passes in.
+//!   a [`quinn::congestion::ControllerFactory`] the caller passes in (quinn's
+//!   own, or FLD_TCP / Reno from `mewa-cc`: [`quic_cc`]).
 //!
 //! Modules:
 //! - [`store`]: every body generated once at start, with its validators
@@ -20,12 +21,15 @@
 //!   certificate for every corpus host.
 //! - [`tcp`]: listener sockets with a per-socket TCP congestion control,
 //!   buffers and an accept hook.
+//! - [`quic_cc`]: FLD_TCP and Reno (`mewa-cc`) as quinn congestion
+//!   controllers, and the names `--quic-cc` takes for every controller.
 //! - [`server`]: [`Origin`], which binds the listeners and serves until told
 //!   to stop.
 //!
 //! docs/ORIGIN.md describes what is served and how to trust the certificates.
 
 pub mod h2;
+pub mod quic_cc;
 pub mod respond;
 pub mod server;
 pub mod store;
@@ -34,6 +38,7 @@ pub mod tls;
 
 mod h3srv;
 
+pub use quic_cc::{QuicCc, QuicCcError};
 pub use respond::{respond, HttpOptions};
 pub use server::{run_until_ctrl_c, serve, Origin, OriginConfig, OriginError, QuicCongestion};
 pub use store::{Entry, Store, StoreError};

@@ -7,7 +7,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -538,6 +538,163 @@ async fn h3_serves_https_bodies_with_the_given_controller() {
         StatusCode::MISDIRECTED_REQUEST
     );
     assert_eq!(factory.built.load(Ordering::SeqCst), 1);
+    drop(send);
+    drive.abort();
+    ep.close(0u32.into(), b"done");
+    r.stop().await;
+}
+
+/// Wraps the origin's `fld` factory and watches what quinn does with the
+/// controllers it builds: how many, whether each is the FLD_TCP core, the
+/// largest window, and whether a window ever exceeded the initial window
+/// plus the bytes acknowledged while cwnd-limited. A slow start that
+/// doubles (Reno, NewReno, CUBIC) adds at most the bytes acknowledged, so
+/// only a tripling one (FLD_TCP: two segments per acknowledged segment)
+/// gets past that line.
+#[derive(Default)]
+struct WatchFld {
+    built: AtomicUsize,
+    fld_cores: AtomicUsize,
+    max_window: AtomicU64,
+    past_doubling: AtomicBool,
+}
+
+struct Watched {
+    inner: Box<dyn quinn::congestion::Controller>,
+    watch: Arc<WatchFld>,
+    initial: u64,
+    limited_acked: u64,
+}
+
+impl quinn::congestion::ControllerFactory for WatchFld {
+    fn build(
+        self: Arc<Self>,
+        now: Instant,
+        current_mtu: u16,
+    ) -> Box<dyn quinn::congestion::Controller> {
+        self.built.fetch_add(1, Ordering::SeqCst);
+        let inner = mewa_origin::quic_cc::factory("fld")
+            .unwrap()
+            .build(now, current_mtu);
+        let is_fld = inner
+            .clone_box()
+            .into_any()
+            .downcast::<mewa_origin::quic_cc::Core>()
+            .is_ok_and(|c| c.kind() == mewa_origin::quic_cc::CoreKind::Fld);
+        if is_fld {
+            self.fld_cores.fetch_add(1, Ordering::SeqCst);
+        }
+        Box::new(Watched {
+            initial: inner.initial_window(),
+            inner,
+            watch: self,
+            limited_acked: 0,
+        })
+    }
+}
+
+impl quinn::congestion::Controller for Watched {
+    fn on_ack(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        bytes: u64,
+        app_limited: bool,
+        rtt: &quinn_proto::RttEstimator,
+    ) {
+        self.inner.on_ack(now, sent, bytes, app_limited, rtt);
+        if !app_limited {
+            self.limited_acked += bytes;
+        }
+        let w = self.inner.window();
+        self.watch.max_window.fetch_max(w, Ordering::SeqCst);
+        if w > self.initial + self.limited_acked {
+            self.watch.past_doubling.store(true, Ordering::SeqCst);
+        }
+    }
+    fn on_congestion_event(&mut self, now: Instant, sent: Instant, pc: bool, lost: u64) {
+        self.inner.on_congestion_event(now, sent, pc, lost);
+    }
+    fn on_mtu_update(&mut self, new_mtu: u16) {
+        self.inner.on_mtu_update(new_mtu);
+    }
+    fn window(&self) -> u64 {
+        self.inner.window()
+    }
+    fn clone_box(&self) -> Box<dyn quinn::congestion::Controller> {
+        Box::new(Watched {
+            inner: self.inner.clone_box(),
+            watch: self.watch.clone(),
+            initial: self.initial,
+            limited_acked: self.limited_acked,
+        })
+    }
+    fn initial_window(&self) -> u64 {
+        self.inner.initial_window()
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h3_transfer_with_the_fld_controller_grows_past_doubling() {
+    use bytes::Buf;
+    // One object made 600 kB: "If we consider a flow of size 500 kB, we see
+    // that FLD_TCP would finish the flow in 4 RTT while RENO's Slow-start
+    // would require 6 RTT" (seed 002 §2.1).
+    let mut c = corpus();
+    let page = &mut c.pages[0];
+    let o = page
+        .objects
+        .iter_mut()
+        .find(|o| o.content_type.starts_with("image/"))
+        .unwrap();
+    o.size = 600_000;
+    let (host, path, id) = (o.host.clone(), o.path.clone(), o.id);
+    let watch = Arc::new(WatchFld::default());
+    let mut cfg = config("h3-fld");
+    cfg.quic_congestion = Some(watch.clone());
+    let r = start(&c, cfg).await;
+
+    let tls = mewa_origin::tls::client_config([r.ca_der.clone()], &[b"h3"]).unwrap();
+    let qc = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+    let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    ep.set_default_client_config(quinn::ClientConfig::new(Arc::new(qc)));
+    let conn = ep.connect(r.h3, "localhost").unwrap().await.unwrap();
+    let (mut driver, mut send) = h3::client::new(h3_quinn::Connection::new(conn))
+        .await
+        .unwrap();
+    let drive = tokio::spawn(async move {
+        let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+    });
+    let q = Request::get(format!("https://{host}{path}"))
+        .body(())
+        .unwrap();
+    let mut st = send.send_request(q).await.unwrap();
+    st.finish().await.unwrap();
+    let resp = st.recv_response().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut got = Vec::new();
+    while let Some(mut chunk) = st.recv_data().await.unwrap() {
+        while chunk.has_remaining() {
+            let n = chunk.chunk().len();
+            got.extend_from_slice(chunk.chunk());
+            chunk.advance(n);
+        }
+    }
+    assert_eq!(got.len(), 600_000);
+    assert_eq!(got, body(&c.pages[0], id, Scheme::Https).unwrap());
+
+    assert_eq!(watch.built.load(Ordering::SeqCst), 1, "one connection");
+    assert_eq!(watch.fld_cores.load(Ordering::SeqCst), 1, "an FLD core");
+    let max = watch.max_window.load(Ordering::SeqCst);
+    assert!(max > 12_000, "the window never grew: {max}");
+    assert!(
+        watch.past_doubling.load(Ordering::SeqCst),
+        "no window beyond IW + cwnd-limited bytes acked (largest {max}): \
+         the connection did not slow-start as FLD_TCP"
+    );
     drop(send);
     drive.abort();
     ep.close(0u32.into(), b"done");
