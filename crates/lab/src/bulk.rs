@@ -13,6 +13,7 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mewa_link::core::{DelaySpec, DirectionConfig, LinkConfig, QueueSpec, RateSpec};
@@ -129,6 +130,16 @@ pub fn link(s: &Setup) -> LinkConfig {
 /// Runs one transfer in a fresh pair of namespaces; the link's logs go to
 /// `log_dir` (`bulk.up.log`, `bulk.down.log`).
 pub fn run(s: &Setup, log_dir: &Path) -> Result<Transfer, BulkError> {
+    on_link(s, log_dir, |topo| transfer(topo, s))
+}
+
+/// Builds the link of `s` in fresh namespaces with its logs in `log_dir`,
+/// runs `measure` there, tears down, and reads the round trips back.
+fn on_link(
+    s: &Setup,
+    log_dir: &Path,
+    measure: impl FnOnce(&Topology) -> Result<(Duration, Duration, u64), BulkError>,
+) -> Result<Transfer, BulkError> {
     std::fs::create_dir_all(log_dir).map_err(io(format!("creating {}", log_dir.display())))?;
     let options = LinkOptions {
         log_dir: Some(log_dir.to_path_buf()),
@@ -140,9 +151,158 @@ pub fn run(s: &Setup, log_dir: &Path) -> Result<Transfer, BulkError> {
         .host(SERVER)
         .link_with(CLIENT, SERVER, link(s), options)
         .build()?;
-    let measured = transfer(&topo, s);
+    let measured = measure(&topo);
     topo.shutdown()?;
     let (completion, transfer, received) = measured?;
+    let (rounds, drops) = read_rounds(log_dir, s.rtt)?;
+    Ok(Transfer {
+        completion,
+        transfer,
+        received,
+        rounds,
+        drops,
+    })
+}
+
+/// As [`run`], over QUIC: the sender's [`Setup::congestion`] names a quinn
+/// controller (`cubic`, `newreno`, `bbr`, or mewa's `fld` and `reno`;
+/// [`mewa_origin::quic_cc`]), the receiver opens the connection and reads
+/// one unidirectional stream of [`Setup::bytes`] to its end. The origin's
+/// test CA in `ca_dir` signs the sender's certificate.
+pub fn run_quic(s: &Setup, ca_dir: &Path, log_dir: &Path) -> Result<Transfer, BulkError> {
+    let factory = mewa_origin::quic_cc::factory(&s.congestion).map_err(|e| BulkError::Io {
+        what: "--cc".into(),
+        error: std::io::Error::other(e.to_string()),
+    })?;
+    let tls = |e: mewa_origin::TlsError| BulkError::Io {
+        what: "the test CA".into(),
+        error: std::io::Error::other(e.to_string()),
+    };
+    let certs = mewa_origin::Ca::load_or_create(ca_dir)
+        .and_then(|ca| ca.issue(&["bulk.test"]))
+        .map_err(tls)?;
+    let mut server = quinn::ServerConfig::with_crypto(Arc::new(certs.quic_config().map_err(tls)?));
+    let mut transport = quinn::TransportConfig::default();
+    transport.congestion_controller_factory(factory);
+    server.transport_config(Arc::new(transport));
+    let client_tls = certs.client_config(&[b"h3"]).map_err(tls)?;
+    let client_crypto =
+        quinn::crypto::rustls::QuicClientConfig::try_from(client_tls).map_err(|e| {
+            BulkError::Io {
+                what: "QUIC client configuration".into(),
+                error: std::io::Error::other(e.to_string()),
+            }
+        })?;
+    let mut client = quinn::ClientConfig::new(Arc::new(client_crypto));
+    let mut ct = quinn::TransportConfig::default();
+    // The receiver never limits the sender (as a large receive buffer does
+    // for TCP).
+    ct.stream_receive_window(quinn::VarInt::from_u32(64 << 20));
+    ct.receive_window(quinn::VarInt::from_u32(64 << 20));
+    client.transport_config(Arc::new(ct));
+    on_link(s, log_dir, |topo| {
+        quic_transfer(topo, s.bytes, server, client)
+    })
+}
+
+/// A failure inside the QUIC transfer, as text (it crosses threads).
+fn quic_err(what: &str) -> impl FnOnce(String) -> BulkError + '_ {
+    move |e| BulkError::Io {
+        what: what.to_string(),
+        error: std::io::Error::other(e),
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+fn quic_transfer(
+    topo: &Topology,
+    bytes: u64,
+    server: quinn::ServerConfig,
+    client: quinn::ClientConfig,
+) -> Result<(Duration, Duration, u64), BulkError> {
+    let addr = SocketAddr::from((topo.addr(SERVER)?, PORT));
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let sender = topo.spawn_in(SERVER, move || -> Result<(), String> {
+        let rt = runtime()?;
+        rt.block_on(async move {
+            let ep = match quinn::Endpoint::server(server, SocketAddr::from(([0, 0, 0, 0], PORT))) {
+                Ok(ep) => {
+                    let _ = ready_tx.send(Ok(()));
+                    ep
+                }
+                Err(e) => {
+                    let e = format!("QUIC listener: {e}");
+                    let _ = ready_tx.send(Err(e.clone()));
+                    return Err(e);
+                }
+            };
+            let incoming = ep.accept().await.ok_or("endpoint closed")?;
+            let conn = incoming.await.map_err(|e| e.to_string())?;
+            let mut st = conn.open_uni().await.map_err(|e| e.to_string())?;
+            let chunk = vec![0x5a_u8; 64 * 1024];
+            let mut left = bytes;
+            while left > 0 {
+                let n = left.min(chunk.len() as u64) as usize;
+                st.write_all(&chunk[..n]).await.map_err(|e| e.to_string())?;
+                left -= n as u64;
+            }
+            st.finish().map_err(|e| e.to_string())?;
+            // The receiver closes once it has every byte.
+            let _ = conn.closed().await;
+            ep.wait_idle().await;
+            Ok(())
+        })
+    })?;
+    ready_rx
+        .recv()
+        .map_err(|_| "exited before listening".to_string())
+        .and_then(|r| r)
+        .map_err(quic_err("QUIC sender"))?;
+    let received = topo.in_namespace(
+        CLIENT,
+        move || -> Result<(Duration, Duration, u64), String> {
+            let rt = runtime()?;
+            rt.block_on(async move {
+                let mut ep = quinn::Endpoint::client(SocketAddr::from(([0, 0, 0, 0], 0)))
+                    .map_err(|e| e.to_string())?;
+                ep.set_default_client_config(client);
+                let t0 = Instant::now();
+                let conn = ep
+                    .connect(addr, "bulk.test")
+                    .map_err(|e| e.to_string())?
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let t1 = Instant::now();
+                let mut st = conn.accept_uni().await.map_err(|e| e.to_string())?;
+                let mut got = 0u64;
+                let mut buf = vec![0u8; 256 * 1024];
+                while let Some(n) = st.read(&mut buf).await.map_err(|e| e.to_string())? {
+                    got += n as u64;
+                }
+                let (done, data) = (t0.elapsed(), t1.elapsed());
+                conn.close(0u32.into(), b"done");
+                ep.wait_idle().await;
+                Ok((done, data, got))
+            })
+        },
+    )?;
+    let joined = sender
+        .join()
+        .map_err(|_| "panicked".to_string())
+        .and_then(|r| r);
+    let received = received.map_err(quic_err("receiving over QUIC"))?;
+    joined.map_err(quic_err("QUIC sender"))?;
+    Ok(received)
+}
+
+/// The down log's data packets per round trip and its queue drops.
+fn read_rounds(log_dir: &Path, rtt: Duration) -> Result<(Vec<u64>, u64), BulkError> {
     let path = log_dir.join("bulk.down.log");
     let text = std::fs::read_to_string(&path).map_err(io(format!("reading {}", path.display())))?;
     let log = EventLog::parse(&text).map_err(|e| BulkError::Log {
@@ -154,13 +314,7 @@ pub fn run(s: &Setup, log_dir: &Path) -> Result<Transfer, BulkError> {
         .iter()
         .filter(|e| e.kind == mewa_link::core::EventKind::DropQueue && e.bytes > HEADER_ONLY)
         .count() as u64;
-    Ok(Transfer {
-        completion,
-        transfer,
-        received,
-        rounds: rounds(&log.events, s.rtt),
-        drops,
-    })
+    Ok((rounds(&log.events, rtt), drops))
 }
 
 /// The transfer itself, in a topology with [`CLIENT`] and [`SERVER`].

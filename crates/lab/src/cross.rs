@@ -49,6 +49,30 @@ pub enum Flow {
 }
 
 impl Flow {
+    /// Parses `cubic` / `tcp:cubic` (a TCP flow with that congestion
+    /// control) or `udp:75mbit` (constant-rate UDP; rates as the link
+    /// takes them: `75mbit`, `500kbit`, bare bit/s).
+    pub fn parse(s: &str) -> Result<Flow, String> {
+        let s = s.trim();
+        if let Some(rate) = s.strip_prefix("udp:") {
+            let bps = mewa_link::core::parse_rate(rate).map_err(|e| format!("{s}: {e}"))?;
+            if bps == 0 {
+                return Err(format!("{s}: a UDP flow needs a rate above 0"));
+            }
+            return Ok(Flow::Udp { bps });
+        }
+        let cc = s.strip_prefix("tcp:").unwrap_or(s);
+        let valid = !cc.is_empty()
+            && cc.len() < 16
+            && cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !valid {
+            return Err(format!(
+                "{s}: give a TCP congestion control (cubic, tcp:reno) or udp:RATE (udp:75mbit)"
+            ));
+        }
+        Ok(Flow::Tcp { cc: cc.to_string() })
+    }
+
     /// A short label: `tcp/cubic`, `udp/75mbit`.
     pub fn label(&self) -> String {
         match self {
@@ -375,6 +399,24 @@ mod tests {
         assert!((hog - 0.25).abs() < 1e-12);
         assert_eq!(jain(&[]), None);
         assert_eq!(jain(&[0.0, 0.0]), None);
+    }
+
+    #[test]
+    fn flows_parse_from_their_short_forms() {
+        assert_eq!(Flow::parse("cubic"), Ok(Flow::Tcp { cc: "cubic".into() }));
+        assert_eq!(Flow::parse("tcp:reno"), Ok(Flow::Tcp { cc: "reno".into() }));
+        assert_eq!(Flow::parse("udp:75mbit"), Ok(Flow::Udp { bps: 75_000_000 }));
+        for bad in [
+            "",
+            "udp:",
+            "udp:0",
+            "tcp:",
+            "cu bic",
+            "a/b",
+            "x_very_long_name_here",
+        ] {
+            assert!(Flow::parse(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

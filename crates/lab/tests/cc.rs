@@ -138,3 +138,46 @@ fn cross_traffic_shares_the_bottleneck_and_is_logged() {
     assert!(rates[1] > 8_000_000.0, "{rates:?}");
     assert!(rates[0] + rates[1] < 20_500_000.0, "{rates:?}");
 }
+
+#[test]
+fn quic_fld_sends_more_per_round_trip_than_quic_reno() {
+    if let Err(e) = runtime::probe() {
+        eprintln!("skipping: quic_fld_sends_more_per_round_trip_than_quic_reno needs root: {e}");
+        return;
+    }
+    let ca = std::env::temp_dir().join(format!("mewa-cc-quic-ca-{}", std::process::id()));
+    let run = |cc: &str| {
+        let s = Setup {
+            rtt: Duration::from_millis(40),
+            down_bps: 1_000_000_000,
+            up_bps: 1_000_000_000,
+            queue_bytes: None,
+            bytes: 500_000,
+            congestion: cc.into(),
+            receive_buffer: None,
+        };
+        let dir = std::env::temp_dir().join(format!("mewa-cc-quic-{}-{cc}", std::process::id()));
+        let t = bulk::run_quic(&s, &ca, &dir).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(t.received, s.bytes, "{cc}: every byte arrives");
+        t
+    };
+    let fld = run("fld");
+    let reno = run("reno");
+    let _ = std::fs::remove_dir_all(&ca);
+    eprintln!(
+        "QUIC datagrams per round trip: fld {:?}, reno {:?}",
+        fld.rounds, reno.rounds
+    );
+    // quinn paces a window over the round trip, so the bins do not hold
+    // whole windows; what they must show is FLD_TCP's faster growth: more
+    // datagrams by the fourth round trip, and fewer round trips in all.
+    let by4 = |r: &[u64]| r.iter().take(4).sum::<u64>();
+    assert!(
+        by4(&fld.rounds) * 10 >= by4(&reno.rounds) * 13,
+        "fld {:?} against reno {:?}",
+        fld.rounds,
+        reno.rounds
+    );
+    assert!(fld.rounds.len() < reno.rounds.len());
+}

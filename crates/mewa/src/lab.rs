@@ -97,9 +97,13 @@ struct FldBulkArgs {
     /// Transfer sizes in bytes, comma-separated [default: 500000,2000000].
     #[arg(long, value_delimiter = ',')]
     size: Vec<u64>,
-    /// Congestion controls, comma-separated [default: reno,cubic,bbr,mewa_fld].
+    /// TCP congestion controls, comma-separated [default: reno,cubic,bbr,mewa_fld].
     #[arg(long, value_delimiter = ',')]
     cc: Vec<String>,
+    /// QUIC controllers, comma-separated: cubic, newreno, bbr, fld, reno;
+    /// `none` for TCP only [default: cubic,fld].
+    #[arg(long, value_delimiter = ',')]
+    quic_cc: Vec<String>,
     /// Transfers per size and control [default: 5].
     #[arg(long)]
     runs: Option<usize>,
@@ -144,6 +148,14 @@ struct FldPagesArgs {
     /// Loads per page, type and control [default: 11].
     #[arg(long)]
     loads: Option<usize>,
+    /// Background flows instead of the settings' own (LTE: three cubic
+    /// flows, 3G: two), comma-separated: a TCP congestion control (cubic,
+    /// tcp:reno) or udp:RATE (udp:75mbit); `none` for no cross traffic.
+    #[arg(long, value_delimiter = ',')]
+    cross: Vec<String>,
+    /// The bottleneck queue in ms at the setting's capacity [default: 20].
+    #[arg(long)]
+    queue_ms: Option<u64>,
     /// Parent of the timestamped result folder [default: out/lab].
     #[arg(long, short)]
     out: Option<PathBuf>,
@@ -613,48 +625,88 @@ pub fn run(cmd: LabCmd) -> anyhow::Result<()> {
 fn run_fld(which: FldSub) -> anyhow::Result<()> {
     match which {
         FldSub::Bulk(a) => {
-            let mut c = fld::BulkConfig::default();
-            rtt_and_rate(&a.rtt, &a.rate, &mut c.rtt_ms, &mut c.rate_bps)?;
-            c.queue_bytes = a.queue.or(c.queue_bytes);
-            if !a.size.is_empty() {
-                c.sizes = a.size.clone();
-            }
-            if !a.cc.is_empty() {
-                c.ccs = a.cc.clone();
-            }
-            c.runs = a.runs.unwrap_or(c.runs);
-            c.out = a.out.clone().unwrap_or(c.out);
-            let total = c.runs * c.sizes.len() * c.ccs.len();
+            let c = a.config()?;
+            let total = c.runs * c.sizes.len() * (c.ccs.len() + c.quic_ccs.len());
             let report = with_bar(total, |p| fld::bulk(&c, p)).context("fld bulk")?;
             finish(&report)
         }
         FldSub::Fairness(a) => {
-            let mut c = fld::FairnessConfig::default();
-            rtt_and_rate(&a.rtt, &a.rate, &mut c.rtt_ms, &mut c.rate_bps)?;
-            c.queue_bytes = a.queue.unwrap_or(c.queue_bytes);
-            c.duration_s = a.duration.unwrap_or(c.duration_s);
-            if !a.against.is_empty() {
-                c.against = a.against.clone();
-            }
-            c.out = a.out.clone().unwrap_or(c.out);
+            let c = a.config()?;
             let n = c.against.len();
             let report = with_bar(n, |p| fld::fairness(&c, p)).context("fld fairness")?;
             finish(&report)
         }
         FldSub::Pages(a) => {
-            let mut c: fld::PagesConfig = a.corpus.base()?;
-            a.corpus.apply(&mut c.corpus, &mut c.origin)?;
-            if !a.setting.is_empty() {
-                c.settings = a.setting.clone();
-            }
-            if !a.types.is_empty() {
-                c.protocols = a.types.clone();
-            }
-            c.loads = a.loads.unwrap_or(c.loads);
-            c.out = a.out.clone().unwrap_or(c.out);
+            let c = a.config()?;
             let report = with_bar(c.loads, |p| fld::pages(&c, p)).context("fld pages")?;
             finish(&report)
         }
+    }
+}
+
+impl FldBulkArgs {
+    fn config(&self) -> anyhow::Result<fld::BulkConfig> {
+        let mut c = fld::BulkConfig::default();
+        rtt_and_rate(&self.rtt, &self.rate, &mut c.rtt_ms, &mut c.rate_bps)?;
+        c.queue_bytes = self.queue.or(c.queue_bytes);
+        if !self.size.is_empty() {
+            c.sizes = self.size.clone();
+        }
+        if !self.cc.is_empty() {
+            c.ccs = self.cc.clone();
+        }
+        if !self.quic_cc.is_empty() {
+            c.quic_ccs = self
+                .quic_cc
+                .iter()
+                .filter(|q| *q != "none")
+                .cloned()
+                .collect();
+        }
+        c.runs = self.runs.unwrap_or(c.runs);
+        c.out = self.out.clone().unwrap_or(c.out);
+        Ok(c)
+    }
+}
+
+impl FldFairnessArgs {
+    fn config(&self) -> anyhow::Result<fld::FairnessConfig> {
+        let mut c = fld::FairnessConfig::default();
+        rtt_and_rate(&self.rtt, &self.rate, &mut c.rtt_ms, &mut c.rate_bps)?;
+        c.queue_bytes = self.queue.unwrap_or(c.queue_bytes);
+        c.duration_s = self.duration.unwrap_or(c.duration_s);
+        if !self.against.is_empty() {
+            c.against = self.against.clone();
+        }
+        c.out = self.out.clone().unwrap_or(c.out);
+        Ok(c)
+    }
+}
+
+impl FldPagesArgs {
+    fn config(&self) -> anyhow::Result<fld::PagesConfig> {
+        let mut c: fld::PagesConfig = self.corpus.base()?;
+        self.corpus.apply(&mut c.corpus, &mut c.origin)?;
+        if !self.setting.is_empty() {
+            c.settings = self.setting.clone();
+        }
+        if !self.types.is_empty() {
+            c.protocols = self.types.clone();
+        }
+        c.loads = self.loads.unwrap_or(c.loads);
+        c.queue_ms = self.queue_ms.unwrap_or(c.queue_ms);
+        if !self.cross.is_empty() {
+            c.cross = Some(
+                self.cross
+                    .iter()
+                    .filter(|f| *f != "none")
+                    .map(|f| mewa_lab::cross::Flow::parse(f))
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| anyhow::anyhow!("--cross {e}"))?,
+            );
+        }
+        c.out = self.out.clone().unwrap_or(c.out);
+        Ok(c)
     }
 }
 
@@ -787,6 +839,69 @@ mod tests {
             panic!("not parity")
         };
         assert_eq!(a.config().unwrap(), parity::Config::default());
+    }
+
+    #[test]
+    fn fld_flags_set_their_configurations() {
+        let fld_sub = |args: &[&str]| {
+            let mut v = vec!["fld"];
+            v.extend_from_slice(args);
+            let LabSub::Fld(a) = parse(&v) else {
+                panic!("not fld")
+            };
+            a.which
+        };
+        let FldSub::Bulk(a) = fld_sub(&["bulk"]) else {
+            panic!("not bulk")
+        };
+        assert_eq!(a.config().unwrap(), fld::BulkConfig::default());
+        let FldSub::Bulk(a) = fld_sub(&[
+            "bulk",
+            "--rate",
+            "100mbit",
+            "--rtt",
+            "20ms",
+            "--size",
+            "1000,2000",
+            "--quic-cc",
+            "none",
+        ]) else {
+            panic!("not bulk")
+        };
+        let c = a.config().unwrap();
+        assert_eq!(
+            (c.rate_bps, c.rtt_ms, c.sizes),
+            (100_000_000, 20, vec![1000, 2000])
+        );
+        assert!(c.quic_ccs.is_empty());
+        let FldSub::Fairness(a) = fld_sub(&["fairness", "--against", "reno", "--duration", "30"])
+        else {
+            panic!("not fairness")
+        };
+        let c = a.config().unwrap();
+        assert_eq!((c.against, c.duration_s), (vec!["reno".to_string()], 30));
+        let FldSub::Pages(a) = fld_sub(&["pages"]) else {
+            panic!("not pages")
+        };
+        assert_eq!(a.config().unwrap(), fld::PagesConfig::default());
+        let FldSub::Pages(a) = fld_sub(&["pages", "--cross", "udp:75mbit", "--setting", "lte"])
+        else {
+            panic!("not pages")
+        };
+        let c = a.config().unwrap();
+        assert_eq!(
+            c.cross,
+            Some(vec![mewa_lab::cross::Flow::Udp { bps: 75_000_000 }])
+        );
+        assert_eq!(c.settings, vec!["lte".to_string()]);
+        let FldSub::Pages(a) = fld_sub(&["pages", "--cross", "udp:fast"]) else {
+            panic!("not pages")
+        };
+        assert!(a.config().unwrap_err().to_string().contains("udp:fast"));
+        let FldSub::Pages(a) = fld_sub(&["pages", "--cross", "none"]) else {
+            panic!("not pages")
+        };
+        assert_eq!(a.config().unwrap().cross, Some(Vec::new()));
     }
 
     #[test]

@@ -38,19 +38,20 @@ struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     h3: Option<SocketAddr>,
     /// TCP congestion control of every connection (reno, cubic, bbr or any
-    /// registered one); default: the system's.
+    /// registered one, such as mewa_fld after `mewa cc load`); default: the
+    /// system's. `fld` is short for FLD_TCP on both transports: mewa_fld
+    /// for TCP, and fld for QUIC unless --quic-cc says otherwise.
     #[arg(long, value_name = "NAME")]
     cc: Option<String>,
     /// Congestion controller of every HTTP/3 (QUIC) connection: quinn's
     /// cubic, newreno or bbr, or seed 002's FLD_TCP (fld) or its Reno
-    /// baseline (reno) from mewa-cc.
+    /// baseline (reno) from mewa-cc [default: cubic, or fld with --cc fld].
     #[arg(
         long,
         value_name = "NAME",
-        default_value = "cubic",
         value_parser = PossibleValuesParser::new(QuicCc::NAMES).try_map(|s| s.parse::<QuicCc>()),
     )]
-    quic_cc: QuicCc,
+    quic_cc: Option<QuicCc>,
     /// Server think time before each response, e.g. 20ms, 0.5s.
     #[arg(long, default_value = "0ms", value_parser = parse_duration)]
     think: Duration,
@@ -156,6 +157,26 @@ impl ServeArgs {
     }
 }
 
+impl ServeArgs {
+    /// The TCP congestion control: `--cc`, with `fld` meaning mewa_fld.
+    fn tcp_cc(&self) -> Option<String> {
+        self.cc.as_deref().map(|c| match c {
+            "fld" => mewa_cc_bpf::FLD.to_string(),
+            other => other.to_string(),
+        })
+    }
+
+    /// The QUIC controller: `--quic-cc`, else fld when `--cc` names
+    /// FLD_TCP, else quinn's cubic.
+    fn quic(&self) -> QuicCc {
+        match (self.quic_cc, self.cc.as_deref()) {
+            (Some(q), _) => q,
+            (None, Some("fld" | "mewa_fld")) => QuicCc::Fld,
+            (None, _) => QuicCc::Cubic,
+        }
+    }
+}
+
 pub fn run(cmd: OriginCmd) -> anyhow::Result<()> {
     match cmd.which {
         Which::Serve(a) => serve(*a),
@@ -174,8 +195,8 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
         h3 = tls;
     }
     let http = a.http_options();
-    let ca_dir = match a.ca_dir {
-        Some(d) => d,
+    let ca_dir = match &a.ca_dir {
+        Some(d) => d.clone(),
         None => default_ca_dir()?,
     };
     let config = OriginConfig {
@@ -185,12 +206,12 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
         ca_dir,
         http,
         tcp: TcpOptions {
-            congestion: a.cc.clone(),
+            congestion: a.tcp_cc(),
             send_buffer: a.sndbuf,
             recv_buffer: a.rcvbuf,
             on_accept: None,
         },
-        quic_congestion: Some(a.quic_cc.factory()),
+        quic_congestion: Some(a.quic().factory()),
         cert_groups: Vec::new(),
     };
     mewa_origin::run_until_ctrl_c(&corpus, config, |o| {
@@ -213,13 +234,13 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
         }
         println!(
             "  TCP congestion control:  {}",
-            a.cc.as_deref().unwrap_or("system default")
+            a.tcp_cc().as_deref().unwrap_or("system default")
         );
         if o.h3_addr().is_some() {
             println!(
                 "  QUIC congestion control: {} ({})",
-                a.quic_cc,
-                a.quic_cc.about()
+                a.quic(),
+                a.quic().about()
             );
         }
         if let Some(c) = o.certs() {
@@ -361,8 +382,30 @@ mod tests {
         use clap::Parser;
         let argv = ["serve", "corpus.json"].iter().chain(args);
         Cli::try_parse_from(argv)
-            .map(|c| c.serve.quic_cc)
+            .map(|c| c.serve.quic())
             .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn cc_fld_means_fld_on_both_transports() {
+        use clap::Parser;
+        let tcp = |args: &[&str]| {
+            let argv = ["serve", "corpus.json"].iter().chain(args);
+            Cli::try_parse_from(argv)
+                .map(|c| c.serve.tcp_cc())
+                .ok()
+                .flatten()
+        };
+        assert_eq!(tcp(&["--cc", "fld"]).as_deref(), Some("mewa_fld"));
+        assert_eq!(tcp(&["--cc", "cubic"]).as_deref(), Some("cubic"));
+        assert_eq!(tcp(&[]), None);
+        assert_eq!(quic_cc(&["--cc", "fld"]), Ok(QuicCc::Fld));
+        assert_eq!(quic_cc(&["--cc", "mewa_fld"]), Ok(QuicCc::Fld));
+        assert_eq!(
+            quic_cc(&["--cc", "fld", "--quic-cc", "bbr"]),
+            Ok(QuicCc::Bbr)
+        );
+        assert_eq!(quic_cc(&["--cc", "reno"]), Ok(QuicCc::Cubic));
     }
 
     #[test]

@@ -34,10 +34,8 @@ use crate::experiment::{
     ResultFolder,
 };
 use crate::loader::LoadOptions;
-use crate::metrics::{
-    bytes_per_rtt_bin, connection_metrics, max_bytes_per_bin, median, page_metrics,
-};
-use crate::record::Protocol;
+use crate::metrics::{last_data_us, median, page_metrics};
+use crate::record::{LoadRecord, ObjectTiming, Protocol};
 use crate::report::plot::{Mark, Series};
 use crate::report::table::{opt, pct};
 use crate::report::Table;
@@ -62,6 +60,11 @@ fn queue(bytes: Option<usize>) -> QueueSpec {
             bytes: Some(b),
         }),
     }
+}
+
+/// `ms` of queue at `bps`, in bytes (at least 10 full packets).
+fn queue_bytes(bps: u64, ms: u64) -> usize {
+    ((bps / 8).saturating_mul(ms) / 1000).max(15_000) as usize
 }
 
 /// A link of `one_way` delay each way, `bps` both ways and `queue_bytes`.
@@ -129,8 +132,13 @@ pub struct BulkConfig {
     pub queue_bytes: Option<usize>,
     /// Transfer sizes, bytes.
     pub sizes: Vec<u64>,
-    /// Congestion controls at the sender.
+    /// TCP congestion controls at the sender (the kernel's names).
     pub ccs: Vec<String>,
+    /// QUIC controllers at the sender (`mewa origin serve --quic-cc`
+    /// names: cubic, newreno, bbr, fld, reno), shown as `quic/<name>`.
+    pub quic_ccs: Vec<String>,
+    /// The test CA's folder for the QUIC sender (none: the default).
+    pub ca_dir: Option<PathBuf>,
     /// Transfers per size and control.
     pub runs: usize,
     /// The receiver's `SO_RCVBUF` (`None`: the kernel's autotuning).
@@ -149,6 +157,8 @@ impl Default for BulkConfig {
             queue_bytes: None,
             sizes: vec![500_000, 2_000_000],
             ccs: ["reno", "cubic", "bbr", FLD].map(String::from).to_vec(),
+            quic_ccs: vec!["cubic".into(), "fld".into()],
+            ca_dir: None,
             runs: 5,
             client_rmem: Some(CLIENT_RMEM),
             out: PathBuf::from("out/lab"),
@@ -161,7 +171,7 @@ impl Default for BulkConfig {
 pub struct BulkRun {
     /// Bytes sent.
     pub bytes: u64,
-    /// The sender's control.
+    /// The sender's control (`quic/<name>` over QUIC).
     pub cc: String,
     /// Run index.
     pub run: usize,
@@ -190,33 +200,51 @@ pub fn bulk(config: &BulkConfig, progress: &Progress) -> Result<FldReport, Exper
     }
     needs_root()?;
     check_controls(&config.ccs)?;
+    let ca_dir = OriginChoice {
+        ca_dir: config.ca_dir.clone(),
+        ..OriginChoice::default()
+    }
+    .settings()?
+    .ca_dir;
+    for q in &config.quic_ccs {
+        if let Err(e) = mewa_origin::quic_cc::factory(q) {
+            return Err(ExperimentError::Config {
+                field: "--quic-cc",
+                message: e.to_string(),
+            });
+        }
+    }
     let folder = ResultFolder::create(&config.out, "fld-bulk", config)?;
     let logs = folder.path().join("links");
-    let total = config.runs * config.sizes.len() * config.ccs.len();
+    let labels = bulk_labels(config);
+    let total = config.runs * config.sizes.len() * labels.len();
     let mut runs = Vec::new();
     for run in 0..config.runs {
         for &bytes in &config.sizes {
-            for cc in &config.ccs {
-                progress.step(runs.len(), total, &format!("{bytes} B with {cc}"));
+            for label in &labels {
+                progress.step(runs.len(), total, &format!("{bytes} B with {label}"));
+                let quic = label.strip_prefix("quic/");
                 let s = TransferSetup {
                     rtt: Duration::from_millis(config.rtt_ms),
                     down_bps: config.rate_bps,
                     up_bps: config.rate_bps,
                     queue_bytes: config.queue_bytes,
                     bytes,
-                    congestion: cc.clone(),
+                    congestion: quic.unwrap_or(label).to_string(),
                     receive_buffer: config.client_rmem,
                 };
-                let t =
-                    transfer::run(&s, &logs.join(format!("{cc}-{bytes}-{run}"))).map_err(|e| {
-                        ExperimentError::Input {
-                            path: logs.clone(),
-                            message: e.to_string(),
-                        }
-                    })?;
+                let dir = logs.join(format!("{}-{bytes}-{run}", label.replace('/', "-")));
+                let t = match quic {
+                    Some(_) => transfer::run_quic(&s, &ca_dir, &dir),
+                    None => transfer::run(&s, &dir),
+                }
+                .map_err(|e| ExperimentError::Input {
+                    path: dir.clone(),
+                    message: e.to_string(),
+                })?;
                 runs.push(BulkRun {
                     bytes,
-                    cc: cc.clone(),
+                    cc: label.clone(),
                     run,
                     completion_s: t.completion.as_secs_f64(),
                     transfer_s: t.transfer.as_secs_f64(),
@@ -230,8 +258,18 @@ pub fn bulk(config: &BulkConfig, progress: &Progress) -> Result<FldReport, Exper
     Ok(bulk_report(config, runs, Some(folder)))
 }
 
+/// Every sender of a bulk run: the TCP controls, then `quic/<name>`.
+fn bulk_labels(config: &BulkConfig) -> Vec<String> {
+    config
+        .ccs
+        .iter()
+        .cloned()
+        .chain(config.quic_ccs.iter().map(|q| format!("quic/{q}")))
+        .collect()
+}
+
 /// The bulk tables: median completion per size and control, and the
-/// reduction against cubic.
+/// reduction against cubic (over the same transport).
 pub fn bulk_report(
     config: &BulkConfig,
     runs: Vec<BulkRun>,
@@ -257,16 +295,18 @@ pub fn bulk_report(
         let med = |cc: &str, f: fn(&BulkRun) -> f64| {
             median(&of(cc).iter().map(|r| f(r)).collect::<Vec<_>>())
         };
-        let (cubic_c, cubic_d) = (
-            med("cubic", |r| r.completion_s),
-            med("cubic", |r| r.transfer_s),
-        );
-        for cc in &config.ccs {
+        for cc in &bulk_labels(config) {
+            let base = if cc.starts_with("quic/") {
+                "quic/cubic"
+            } else {
+                "cubic"
+            };
+            let (cubic_c, cubic_d) = (med(base, |r| r.completion_s), med(base, |r| r.transfer_s));
             let rs = of(cc);
             let times: Vec<f64> = rs.iter().map(|r| r.completion_s).collect();
             let (m, d) = (med(cc, |r| r.completion_s), med(cc, |r| r.transfer_s));
-            let vs = |x: Option<f64>, base: Option<f64>| match (x, base) {
-                (Some(x), Some(b)) if b > 0.0 && cc != "cubic" => pct(100.0 * (b - x) / b),
+            let vs = |x: Option<f64>, against: Option<f64>| match (x, against) {
+                (Some(x), Some(b)) if b > 0.0 && cc != base => pct(100.0 * (b - x) / b),
                 _ => "-".into(),
             };
             let rounds: Vec<f64> = rs.iter().map(|r| r.rounds.len() as f64).collect();
@@ -531,8 +571,6 @@ pub struct Setting {
     pub capacity_bps: u64,
     /// One-way delay, ms.
     pub one_way_ms: u64,
-    /// Bottleneck queue, bytes.
-    pub queue_bytes: usize,
     /// The background flows that bring the capacity down to the effective
     /// rate.
     pub cross: Vec<Flow>,
@@ -541,26 +579,23 @@ pub struct Setting {
 impl Setting {
     /// "The maximum bandwidth is set at 100 Mbps for LTE [...] for LTE, the
     /// effective average bandwidth is 25 Mbps and delay is 13 ms": three
-    /// long cubic flows, so that a new flow's fair share is 25 Mbit/s; a
-    /// queue of 50 ms at capacity.
+    /// long cubic flows, so that a new flow's fair share is 25 Mbit/s.
     pub fn lte() -> Setting {
         Setting {
             name: "lte".into(),
             capacity_bps: 100_000_000,
             one_way_ms: 13,
-            queue_bytes: 625_000,
             cross: vec![Flow::Tcp { cc: "cubic".into() }; 3],
         }
     }
 
     /// "[...] and 21 Mbps for 3G. [...] For 3G, it was 7 Mbps and 25 ms":
-    /// two long cubic flows (a fair share of 7 Mbit/s), 50 ms of queue.
+    /// two long cubic flows (a fair share of 7 Mbit/s).
     pub fn three_g() -> Setting {
         Setting {
             name: "3g".into(),
             capacity_bps: 21_000_000,
             one_way_ms: 25,
-            queue_bytes: 131_250,
             cross: vec![Flow::Tcp { cc: "cubic".into() }; 2],
         }
     }
@@ -596,6 +631,10 @@ pub struct PagesConfig {
     pub loads: usize,
     /// Seconds of cross traffic before the first load.
     pub warmup_s: u64,
+    /// The bottleneck queue, in ms at the setting's capacity.
+    pub queue_ms: u64,
+    /// Background flows instead of the settings' (empty: no cross traffic).
+    pub cross: Option<Vec<Flow>>,
     /// The client's initial receive buffer (`net.ipv4.tcp_rmem`).
     pub client_rmem: usize,
     /// Parent of the result folder.
@@ -612,6 +651,8 @@ impl Default for PagesConfig {
             protocols: vec!["h2".into(), "h1".into()],
             loads: 11,
             warmup_s: 5,
+            queue_ms: 20,
+            cross: None,
             client_rmem: CLIENT_RMEM,
             out: PathBuf::from("out/lab"),
         }
@@ -648,6 +689,79 @@ pub struct PageRun {
     pub first_object_bins: Vec<u64>,
     /// Objects that failed.
     pub failed: usize,
+    /// Median TCP handshake time of the load's connections, ms: the round
+    /// trip the page saw, queueing included.
+    pub handshake_ms: Option<f64>,
+}
+
+/// Each connection's busy span, from its opening to the last body byte it
+/// delivered (a browser keeps connections open long after the page; the
+/// span is how long the page used it), and its body bytes. Connections that
+/// carried nothing are left out.
+pub fn connection_spans(record: &LoadRecord) -> Vec<(f64, u64)> {
+    record
+        .connections
+        .iter()
+        .filter_map(|c| {
+            let carried: Vec<&ObjectTiming> = record
+                .objects
+                .iter()
+                .filter(|o| o.connection == Some(c.id))
+                .collect();
+            let last = carried.iter().filter_map(|o| last_data_us(o)).max()?;
+            let bytes = carried.iter().map(|o| o.body_bytes).sum();
+            Some((last.saturating_sub(c.open_us) as f64 / 1e6, bytes))
+        })
+        .collect()
+}
+
+/// Seed 002 Fig. 11 for one load: for each round trip since the first byte
+/// of a connection's first object, the most body bytes any connection's
+/// first object received in it. A round trip is the connection's own
+/// handshake time (SYN to SYN-ACK as the client saw it), so queueing from
+/// cross traffic stretches the bins as it stretches the window's rounds.
+pub fn first_object_rounds(record: &LoadRecord) -> Vec<u64> {
+    let mut most: Vec<u64> = Vec::new();
+    for c in &record.connections {
+        let Some(rtt) = c
+            .connected_us
+            .map(|t| t.saturating_sub(c.open_us))
+            .filter(|&r| r > 0)
+        else {
+            continue;
+        };
+        let Some(first) = record
+            .objects
+            .iter()
+            .filter(|o| o.connection == Some(c.id))
+            .min_by_key(|o| (o.request_us, o.id))
+        else {
+            continue;
+        };
+        let Some(t0) = first
+            .chunks
+            .iter()
+            .find(|ch| ch.bytes > 0)
+            .map(|ch| ch.t_us)
+        else {
+            continue;
+        };
+        let mut bins: Vec<u64> = Vec::new();
+        for ch in first.chunks.iter().filter(|ch| ch.bytes > 0) {
+            let k = ((ch.t_us.saturating_sub(t0)) / rtt).min(63) as usize;
+            if bins.len() <= k {
+                bins.resize(k + 1, 0);
+            }
+            bins[k] += ch.bytes;
+        }
+        if most.len() < bins.len() {
+            most.resize(bins.len(), 0);
+        }
+        for (k, b) in bins.into_iter().enumerate() {
+            most[k] = most[k].max(b);
+        }
+    }
+    most
 }
 
 fn protocol_of(name: &str) -> Option<(Protocol, bool)> {
@@ -668,12 +782,16 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<FldReport, Exp
         .settings
         .iter()
         .map(|s| {
-            Setting::by_name(s).ok_or_else(|| ExperimentError::Config {
+            let mut setting = Setting::by_name(s).ok_or_else(|| ExperimentError::Config {
                 field: "--setting",
                 message: format!("{s}: give lte or 3g"),
-            })
+            })?;
+            if let Some(c) = &config.cross {
+                setting.cross = c.clone();
+            }
+            Ok(setting)
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, ExperimentError>>()?;
     for p in &config.protocols {
         if protocol_of(p).is_none() {
             return Err(ExperimentError::Config {
@@ -715,7 +833,7 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<FldReport, Exp
             link(
                 Duration::from_millis(setting.one_way_ms),
                 setting.capacity_bps,
-                Some(setting.queue_bytes),
+                Some(queue_bytes(setting.capacity_bps, config.queue_ms)),
             ),
             LinkOptions::default(),
             &settings_origin,
@@ -730,7 +848,6 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<FldReport, Exp
             }
         })?;
         std::thread::sleep(Duration::from_secs(config.warmup_s));
-        let rtt_s = 2.0 * setting.one_way_ms as f64 / 1e3;
         for run in 0..config.loads {
             for page in &corpus.pages {
                 for proto in &config.protocols {
@@ -758,7 +875,7 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<FldReport, Exp
                         });
                         let record = bed.load(page, &opts)?;
                         let m = page_metrics(&record);
-                        let conns = connection_metrics(&record);
+                        let spans = connection_spans(&record);
                         runs.push(PageRun {
                             setting: setting.name.clone(),
                             protocol: proto.clone(),
@@ -769,11 +886,19 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<FldReport, Exp
                             net_transfer_s: m.busy_s,
                             idle_share: m.idle_share,
                             effective_concurrency: m.effective_concurrency,
-                            connection_s: conns.iter().filter_map(|c| c.duration_s).collect(),
-                            connection_bytes: conns.iter().map(|c| c.body_bytes).collect(),
-                            first_object_bins: max_bytes_per_bin(&bytes_per_rtt_bin(
-                                &record, rtt_s,
-                            )),
+                            connection_s: spans.iter().map(|s| s.0).collect(),
+                            connection_bytes: spans.iter().map(|s| s.1).collect(),
+                            first_object_bins: first_object_rounds(&record),
+                            handshake_ms: median(
+                                &record
+                                    .connections
+                                    .iter()
+                                    .filter_map(|c| {
+                                        c.connected_us
+                                            .map(|t| t.saturating_sub(c.open_us) as f64 / 1e3)
+                                    })
+                                    .collect::<Vec<_>>(),
+                            ),
                             failed: m.failed_objects,
                         });
                     }
@@ -1043,8 +1168,9 @@ pub fn pages_report(
         csv: "fig11-rtt-bins.csv",
         table: t11,
         note: "Seed 002 Fig. 11: 14 kB in the first RTT for both; then Cubic's window doubles and \
-               FLD_TCP's triples. Bins are the setting's base RTT from the request; queueing from the \
-               cross traffic stretches real round trips, so bins hold less than one window each."
+               FLD_TCP's triples. Here a round trip is each connection's own handshake time \
+               (queueing included), counted from the first byte of its first object; the most \
+               over every load of the setting."
             .into(),
     });
     // The connection-size study.
@@ -1086,7 +1212,8 @@ pub fn pages_report(
         "capacity Mbit/s",
         "cross flows",
         "cross Mbit/s (mean)",
-        "left for the page Mbit/s",
+        "capacity minus cross Mbit/s",
+        "page handshake RTT ms (median)",
     ]);
     let mut extra = Vec::new();
     for (s, log) in &cross {
@@ -1101,6 +1228,16 @@ pub fn pages_report(
                 .join(" "),
             format!("{:.1}", total / 1e6),
             format!("{:.1}", (s.capacity_bps as f64 - total).max(0.0) / 1e6),
+            opt(
+                median(
+                    &runs
+                        .iter()
+                        .filter(|r| r.setting == s.name)
+                        .filter_map(|r| r.handshake_ms)
+                        .collect::<Vec<_>>(),
+                ),
+                1,
+            ),
         ]);
         extra.push((format!("cross-{}.csv", s.name), log.to_csv()));
     }
@@ -1129,5 +1266,152 @@ fn type_name(p: &str) -> &'static str {
         "h2" => "encrypted (h2)",
         "h1" => "unencrypted (h1)",
         _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Chunk, ConnectionTiming};
+
+    fn conn(id: u32, open: u64, connected: u64) -> ConnectionTiming {
+        ConnectionTiming {
+            id,
+            host: "a.test".into(),
+            addr: "10.0.0.1:443".into(),
+            protocol: Protocol::H2,
+            tls: true,
+            open_us: open,
+            connected_us: Some(connected),
+            ready_us: Some(connected),
+            close_us: Some(10_000_000),
+            error: None,
+        }
+    }
+
+    fn obj(id: u32, conn: u32, request: u64, chunks: &[(u64, u64)]) -> ObjectTiming {
+        ObjectTiming {
+            id,
+            url: format!("https://a.test/{id}"),
+            host: "a.test".into(),
+            content_type: "image/png".into(),
+            connection: Some(conn),
+            discovered_us: request,
+            request_us: request,
+            first_byte_us: chunks.first().map(|c| c.0),
+            end_us: chunks.last().map(|c| c.0),
+            status: 200,
+            expected_status: 200,
+            body_bytes: chunks.iter().map(|c| c.1).sum(),
+            header_bytes: 100,
+            chunks: chunks
+                .iter()
+                .map(|&(t_us, bytes)| Chunk { t_us, bytes })
+                .collect(),
+            error: None,
+        }
+    }
+
+    fn record(objects: Vec<ObjectTiming>, connections: Vec<ConnectionTiming>) -> LoadRecord {
+        LoadRecord {
+            page: "p".into(),
+            url: "https://a.test/".into(),
+            protocol: Protocol::H2,
+            tls: true,
+            started_unix_ms: 0,
+            done_us: Some(1_000_000),
+            objects,
+            connections,
+            errors: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_connection_lasts_from_its_opening_to_its_last_byte() {
+        // The close (10 s, a browser's keep-alive) does not count; a
+        // connection that carried nothing is left out.
+        let r = record(
+            vec![
+                obj(0, 0, 1_000, &[(50_000, 1_000), (90_000, 500)]),
+                obj(1, 0, 60_000, &[(120_000, 2_000)]),
+            ],
+            vec![conn(0, 0, 20_000), conn(1, 5_000, 25_000)],
+        );
+        assert_eq!(connection_spans(&r), vec![(0.12, 3_500)]);
+    }
+
+    #[test]
+    fn first_objects_are_binned_by_their_connections_handshake_from_the_first_byte() {
+        // Connection 0: handshake 20 ms; its first object's bytes at +0,
+        // +10, +25, +41 ms from the first byte fall in bins 0, 0, 1, 2.
+        // Connection 1: handshake 40 ms; bins 0 and 1. A later object on
+        // connection 0 does not count.
+        let r = record(
+            vec![
+                obj(
+                    0,
+                    0,
+                    1_000,
+                    &[
+                        (30_000, 14_000),
+                        (40_000, 1_000),
+                        (55_000, 28_000),
+                        (71_000, 5),
+                    ],
+                ),
+                obj(1, 0, 2_000, &[(80_000, 99_999)]),
+                obj(2, 1, 0, &[(100_000, 3_000), (150_000, 40_000)]),
+            ],
+            vec![conn(0, 0, 20_000), conn(1, 0, 40_000)],
+        );
+        assert_eq!(first_object_rounds(&r), vec![15_000, 40_000, 5]);
+    }
+
+    #[test]
+    fn the_pages_report_compares_each_control_with_cubic_page_by_page() {
+        let run = |page: &str, cc: &str, net: f64| PageRun {
+            setting: "lte".into(),
+            protocol: "h2".into(),
+            cc: cc.into(),
+            page: page.into(),
+            run: 0,
+            plt_s: Some(net + 0.1),
+            net_transfer_s: Some(net),
+            idle_share: Some(0.5),
+            effective_concurrency: Some(1.0),
+            connection_s: vec![net],
+            connection_bytes: vec![40_000, 600_000],
+            first_object_bins: vec![14_000, 42_000],
+            failed: 0,
+            handshake_ms: Some(26.0),
+        };
+        let config = PagesConfig {
+            settings: vec!["lte".into()],
+            protocols: vec!["h2".into()],
+            ..PagesConfig::default()
+        };
+        let runs = vec![
+            run("a", "cubic", 1.0),
+            run("a", FLD, 0.5),
+            run("b", "cubic", 2.0),
+            run("b", FLD, 2.5),
+        ];
+        let r = pages_report(&config, runs, Vec::new(), None);
+        let fig6 = &r.sections[0].table;
+        let fld = fig6
+            .rows
+            .iter()
+            .find(|row| row[2] == FLD)
+            .expect("a row for FLD");
+        // Medians over pages: cubic 1.5, FLD 1.5; FLD won on one page of two.
+        assert_eq!(fld[3], "1.500");
+        assert_eq!(fld[5], "0.0");
+        assert_eq!(fld[6], "1/2");
+        let sizes = r
+            .sections
+            .iter()
+            .find(|s| s.csv == "connection-sizes.csv")
+            .expect("the connection-size table");
+        assert_eq!(sizes.table.rows[0][2..], ["4", "50.0", "50.0"]);
     }
 }
