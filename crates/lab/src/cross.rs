@@ -183,6 +183,8 @@ impl Cross {
     /// `interval`. Returns once every flow is connected.
     pub fn start(topo: &Topology, flows: &[Flow], interval: Duration) -> Result<Cross, CrossError> {
         let stop = Arc::new(AtomicBool::new(false));
+        // Flows started before a later one fails stop with this guard.
+        let mut guard = StopOnDrop(Some(stop.clone()));
         let recv_ip = topo.addr(XRECV)?;
         let mut counters = Vec::new();
         let mut threads = Vec::new();
@@ -241,6 +243,7 @@ impl Cross {
         }
         let (st, cs) = (stop.clone(), counters.clone());
         let sampler = std::thread::spawn(move || sample(&cs, interval, &st));
+        guard.0 = None;
         Ok(Cross {
             flows: flows.to_vec(),
             stop,
@@ -274,6 +277,18 @@ impl Cross {
             flows: self.flows.clone(),
             interval_s: self.interval.as_secs_f64(),
             bytes,
+        }
+    }
+}
+
+/// Sets the stop flag when dropped (an early return of [`Cross::start`]).
+/// `None` once the start succeeded.
+struct StopOnDrop(Option<Arc<AtomicBool>>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some(stop) = &self.0 {
+            stop.store(true, Ordering::SeqCst);
         }
     }
 }
@@ -342,10 +357,19 @@ fn tcp_source(mut conn: TcpStream, stop: Arc<AtomicBool>) {
 }
 
 fn tcp_sink(listener: std::net::TcpListener, count: Arc<AtomicU64>, stop: Arc<AtomicBool>) {
-    let _ = listener.set_nonblocking(false);
-    let Ok((mut conn, _)) = listener.accept() else {
-        return;
+    // Polled, so a sender that never connects does not hold the thread.
+    let _ = listener.set_nonblocking(true);
+    let mut conn = loop {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        match listener.accept() {
+            Ok((c, _)) => break c,
+            Err(e) if timed_out(&e) => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => return,
+        }
     };
+    let _ = conn.set_nonblocking(false);
     let _ = conn.set_read_timeout(Some(Duration::from_millis(100)));
     let mut buf = vec![0u8; 256 * 1024];
     while !stop.load(Ordering::Relaxed) {

@@ -142,7 +142,8 @@ struct FldPagesArgs {
     #[arg(long, value_delimiter = ',')]
     setting: Vec<String>,
     /// Page types, comma-separated: h2 (HTTP/2 over TLS), h1 (HTTP/1.1 in
-    /// the clear) [default: h2,h1].
+    /// the clear) with the built-in loader, chromium (headless Chromium,
+    /// its load time only) [default: h2,h1].
     #[arg(long = "type", value_delimiter = ',')]
     types: Vec<String>,
     /// Loads per page, type and control [default: 11].
@@ -156,6 +157,9 @@ struct FldPagesArgs {
     /// The bottleneck queue in ms at the setting's capacity [default: 20].
     #[arg(long)]
     queue_ms: Option<u64>,
+    /// Chromium binary for --type chromium [default: /usr/bin/chromium].
+    #[arg(long)]
+    chromium: Option<PathBuf>,
     /// Parent of the timestamped result folder [default: out/lab].
     #[arg(long, short)]
     out: Option<PathBuf>,
@@ -695,6 +699,9 @@ impl FldPagesArgs {
         }
         c.loads = self.loads.unwrap_or(c.loads);
         c.queue_ms = self.queue_ms.unwrap_or(c.queue_ms);
+        if let Some(b) = &self.chromium {
+            c.chromium = absolute(b)?;
+        }
         if !self.cross.is_empty() {
             c.cross = Some(
                 self.cross

@@ -36,6 +36,7 @@ use crate::experiment::{
 use crate::loader::LoadOptions;
 use crate::metrics::{last_data_us, median, page_metrics};
 use crate::record::{LoadRecord, ObjectTiming, Protocol};
+use crate::replay::with_chromium;
 use crate::report::plot::{Mark, Series};
 use crate::report::table::{opt, pct};
 use crate::report::Table;
@@ -637,6 +638,8 @@ pub struct PagesConfig {
     pub cross: Option<Vec<Flow>>,
     /// The client's initial receive buffer (`net.ipv4.tcp_rmem`).
     pub client_rmem: usize,
+    /// The Chromium binary (page type `chromium`).
+    pub chromium: PathBuf,
     /// Parent of the result folder.
     pub out: PathBuf,
 }
@@ -654,6 +657,7 @@ impl Default for PagesConfig {
             queue_ms: 20,
             cross: None,
             client_rmem: CLIENT_RMEM,
+            chromium: PathBuf::from("/usr/bin/chromium"),
             out: PathBuf::from("out/lab"),
         }
     }
@@ -764,6 +768,8 @@ pub fn first_object_rounds(record: &LoadRecord) -> Vec<u64> {
     most
 }
 
+/// The loader's protocol and TLS for a page type (`chromium` has none: the
+/// browser chooses, HTTP/2 over TLS).
 fn protocol_of(name: &str) -> Option<(Protocol, bool)> {
     match name {
         "h2" => Some((Protocol::H2, true)),
@@ -771,6 +777,9 @@ fn protocol_of(name: &str) -> Option<(Protocol, bool)> {
         _ => None,
     }
 }
+
+/// The page type that loads in headless Chromium.
+pub const CHROMIUM: &str = "chromium";
 
 /// Loads every page with each control under each setting's cross traffic.
 pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<FldReport, ExperimentError> {
@@ -793,12 +802,23 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<FldReport, Exp
         })
         .collect::<Result<Vec<_>, ExperimentError>>()?;
     for p in &config.protocols {
-        if protocol_of(p).is_none() {
+        if protocol_of(p).is_none() && p != CHROMIUM {
             return Err(ExperimentError::Config {
                 field: "--type",
-                message: format!("{p}: give h2 (HTTP/2 over TLS) or h1 (HTTP/1.1 in the clear)"),
+                message: format!(
+                    "{p}: give h2 (HTTP/2 over TLS), h1 (HTTP/1.1 in the clear) or chromium"
+                ),
             });
         }
+    }
+    if config.protocols.iter().any(|p| p == CHROMIUM) && !config.chromium.exists() {
+        return Err(ExperimentError::Config {
+            field: "--chromium",
+            message: format!(
+                "no Chromium at {} (apt-get install chromium, or --chromium PATH)",
+                config.chromium.display()
+            ),
+        });
     }
     let corpus = config.corpus.load()?;
     let origin = config.origin.settings()?;
@@ -807,6 +827,12 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<FldReport, Exp
     ccs.push("cubic".into());
     check_controls(&ccs)?;
     let folder = ResultFolder::create(&config.out, "fld-pages", config)?;
+    // Chromium's profiles and NetLogs while a load runs.
+    let work = std::env::temp_dir().join(format!("mewa-fld-{}", std::process::id()));
+    std::fs::create_dir_all(&work).map_err(|e| ExperimentError::Input {
+        path: work.clone(),
+        message: e.to_string(),
+    })?;
     let total = settings.len()
         * config.loads
         * corpus.pages.len()
@@ -851,9 +877,7 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<FldReport, Exp
         for run in 0..config.loads {
             for page in &corpus.pages {
                 for proto in &config.protocols {
-                    let Some((protocol, tls)) = protocol_of(proto) else {
-                        continue;
-                    };
+                    let loader = protocol_of(proto);
                     // Alternate which control goes first, so a drift in the
                     // cross traffic does not favour one.
                     let mut order = config.ccs.clone();
@@ -867,12 +891,35 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<FldReport, Exp
                             &format!("{} {} {proto} {cc}", setting.name, page.name),
                         );
                         *mewa_model::sync::lock(&current) = cc.clone();
-                        let opts = bed.options(LoadOptions {
-                            protocol,
-                            tls,
-                            connections: if protocol == Protocol::H1 { 6 } else { 1 },
-                            ..LoadOptions::default()
-                        });
+                        let Some((protocol, tls)) = loader else {
+                            let a = with_chromium(
+                                &bed,
+                                page,
+                                &config.chromium,
+                                &origin.ca_dir,
+                                &work,
+                                None,
+                                None,
+                            )?;
+                            runs.push(PageRun {
+                                setting: setting.name.clone(),
+                                protocol: proto.clone(),
+                                cc: cc.clone(),
+                                page: page.name.clone(),
+                                run,
+                                plt_s: a.plt_s,
+                                net_transfer_s: None,
+                                idle_share: None,
+                                effective_concurrency: None,
+                                connection_s: Vec::new(),
+                                connection_bytes: Vec::new(),
+                                first_object_bins: Vec::new(),
+                                failed: a.missing.len(),
+                                handshake_ms: None,
+                            });
+                            continue;
+                        };
+                        let opts = bed.options(LoadOptions::browser(protocol, tls));
                         let record = bed.load(page, &opts)?;
                         let m = page_metrics(&record);
                         let spans = connection_spans(&record);
@@ -910,6 +957,7 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<FldReport, Exp
         cross_logs.push((setting.clone(), log));
     }
     progress.step(total, total, "done");
+    let _ = std::fs::remove_dir_all(&work);
     Ok(pages_report(config, runs, cross_logs, Some(folder)))
 }
 
@@ -952,8 +1000,14 @@ pub fn pages_report(
     ]);
     for s in &config.settings {
         for p in &config.protocols {
+            // Chromium gives the load time only: its rows compare that.
+            let key: fn(&PageRun) -> Option<f64> = if p == CHROMIUM {
+                |r| r.plt_s
+            } else {
+                |r| r.net_transfer_s
+            };
             let cubic = group(s, p, "cubic");
-            let cubic_net = median_of_pages(&cubic, |r| r.net_transfer_s);
+            let cubic_key = median_of_pages(&cubic, key);
             for cc in &config.ccs {
                 let g = group(s, p, cc);
                 let net = median_of_pages(&g, |r| r.net_transfer_s);
@@ -969,7 +1023,7 @@ pub fn pages_report(
                             let x: Vec<f64> = v
                                 .iter()
                                 .filter(|r| r.page == *page)
-                                .filter_map(|r| r.net_transfer_s)
+                                .filter_map(|r| key(r))
                                 .collect();
                             median(&x)
                         };
@@ -980,7 +1034,7 @@ pub fn pages_report(
                         }
                     }
                     (
-                        match (net, cubic_net) {
+                        match (median_of_pages(&g, key), cubic_key) {
                             (Some(n), Some(c)) if c > 0.0 => pct(100.0 * (c - n) / c),
                             _ => "-".into(),
                         },
@@ -1004,9 +1058,13 @@ pub fn pages_report(
         csv: "fig6-net-transfer.csv",
         table: t6,
         note: "Seed 002 Fig. 6: FLD_TCP reduces the page net transfer time for all page types, \
-               more on 3G than on LTE. Target: below cubic's for every page type on both settings."
+               more on 3G than on LTE. Target: below cubic's for every page type on both settings. \
+               Chromium rows compare the load time (first to last request event in its NetLog)."
             .into(),
     });
+    // The loader's page types: Chromium gives no per-object timing.
+    let loader_types: Vec<&String> = config.protocols.iter().filter(|p| *p != CHROMIUM).collect();
+    let loader_types = &loader_types;
     // Figs. 7, 8: idle share and effective concurrency, quartiles and CDFs.
     for (fig, what, file, f) in [
         (
@@ -1032,7 +1090,7 @@ pub fn pages_report(
             "loads",
         ]);
         for s in &config.settings {
-            for p in &config.protocols {
+            for p in loader_types {
                 let mut series = Vec::new();
                 for (i, cc) in config.ccs.iter().enumerate() {
                     let v: Vec<f64> = group(s, p, cc).iter().filter_map(|r| f(r)).collect();
@@ -1085,7 +1143,7 @@ pub fn pages_report(
         "count",
     ]);
     for s in &config.settings {
-        for p in &config.protocols {
+        for p in loader_types {
             let mut series = Vec::new();
             for (i, cc) in config.ccs.iter().enumerate() {
                 let v: Vec<f64> = group(s, p, cc)
@@ -1176,7 +1234,7 @@ pub fn pages_report(
     // The connection-size study.
     let mut ts = Table::new(&["setting", "page type", "connections", "< 50 kB", "< 500 kB"]);
     for s in &config.settings {
-        for p in &config.protocols {
+        for p in loader_types {
             let sizes: Vec<u64> = group(s, p, "cubic")
                 .iter()
                 .flat_map(|r| r.connection_bytes.iter().copied())
@@ -1265,6 +1323,7 @@ fn type_name(p: &str) -> &'static str {
     match p {
         "h2" => "encrypted (h2)",
         "h1" => "unencrypted (h1)",
+        CHROMIUM => "Chromium (load time)",
         _ => "other",
     }
 }
