@@ -101,7 +101,7 @@ struct FldBulkArgs {
     #[arg(long, value_delimiter = ',')]
     cc: Vec<String>,
     /// QUIC controllers, comma-separated: cubic, newreno, bbr, fld, reno;
-    /// `none` for TCP only [default: cubic,fld].
+    /// `none` for TCP only [default: newreno,cubic,bbr,fld].
     #[arg(long, value_delimiter = ',')]
     quic_cc: Vec<String>,
     /// Transfers per size and control [default: 5].

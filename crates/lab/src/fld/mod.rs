@@ -150,7 +150,8 @@ pub struct BulkConfig {
 
 impl Default for BulkConfig {
     /// The comparison: 500 kB and 2 MB at 40 ms RTT, 20 Mbit/s,
-    /// unbounded queue, reno, cubic, bbr and FLD_TCP, 5 runs.
+    /// unbounded queue, reno, cubic, bbr and FLD_TCP over TCP and over QUIC
+    /// (quinn's newreno, cubic and bbr, and mewa's fld), 5 runs.
     fn default() -> BulkConfig {
         BulkConfig {
             rtt_ms: 40,
@@ -158,7 +159,9 @@ impl Default for BulkConfig {
             queue_bytes: None,
             sizes: vec![500_000, 2_000_000],
             ccs: ["reno", "cubic", "bbr", FLD].map(String::from).to_vec(),
-            quic_ccs: vec!["cubic".into(), "fld".into()],
+            quic_ccs: ["newreno", "cubic", "bbr", "fld"]
+                .map(String::from)
+                .to_vec(),
             ca_dir: None,
             runs: 5,
             client_rmem: Some(CLIENT_RMEM),
@@ -1472,5 +1475,38 @@ mod tests {
             .find(|s| s.csv == "connection-sizes.csv")
             .expect("the connection-size table");
         assert_eq!(sizes.table.rows[0][2..], ["4", "50.0", "50.0"]);
+    }
+
+    #[test]
+    fn the_bulk_report_compares_each_transport_with_its_own_cubic() {
+        let config = BulkConfig {
+            sizes: vec![500_000],
+            ccs: vec!["cubic".into(), FLD.into()],
+            quic_ccs: vec!["cubic".into(), "fld".into()],
+            ..BulkConfig::default()
+        };
+        let run = |cc: &str, s: f64| BulkRun {
+            bytes: 500_000,
+            cc: cc.into(),
+            run: 0,
+            completion_s: s + 0.04,
+            transfer_s: s,
+            rounds: vec![10, 30],
+            drops: 0,
+        };
+        let runs = vec![
+            run("cubic", 0.4),
+            run(FLD, 0.3),
+            run("quic/cubic", 0.5),
+            run("quic/fld", 0.4),
+        ];
+        let r = bulk_report(&config, runs, None);
+        let t = &r.sections[0].table;
+        let row = |cc: &str| t.rows.iter().find(|r| r[1] == cc).expect("a row");
+        // Data time: 25 % below cubic over TCP, 20 % below quic/cubic.
+        assert_eq!(row(FLD)[5], "25.0");
+        assert_eq!(row("quic/fld")[5], "20.0");
+        assert_eq!(row("cubic")[5], "-");
+        assert_eq!(row("quic/cubic")[5], "-");
     }
 }
