@@ -144,14 +144,16 @@ fn past_2_mb_delivered_a_loss_halves_the_window() {
     assert_eq!(before.window(), 2_916_000 - SEG);
     // One more round: 4.368 MB delivered, past "The threshold value is
     // selected to be 2 MB"; now "FLD_TCP functions in traditional RENO
-    // behavior".
+    // behavior". Slow start too: the 456 segments (547.2 kB) acknowledged
+    // below 2 MB add two segments each, the rest of the round one.
     let t = deliver(c.as_mut(), t, 1);
     let delivered = core_of(c.as_ref()).core().delivered();
     assert!(delivered > FLD_THRESHOLD_BYTES, "{delivered}");
-    assert_eq!(c.window(), 8_748_000);
+    assert_eq!(c.window(), 2_916_000 + 2 * 547_200 + (2_916_000 - 547_200));
+    assert_eq!(c.window(), 6_379_200);
     c.on_congestion_event(t, t - RTT, false, SEG);
-    assert_eq!(c.window(), 4_374_000);
-    assert_eq!(c.metrics().ssthresh, Some(4_374_000));
+    assert_eq!(c.window(), 3_189_600);
+    assert_eq!(c.metrics().ssthresh, Some(3_189_600));
 }
 
 #[test]
