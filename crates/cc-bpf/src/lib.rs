@@ -117,6 +117,11 @@ pub fn load() -> Result<Loaded, CcError> {
     if !Path::new(BTF).exists() {
         return Err(CcError::NoBtf);
     }
+    // Without privileges the kernel hides the maps, and a registered
+    // mewa_fld would look like someone else's: say what is missing first.
+    if !privileged() {
+        return Err(CcError::NotPermitted);
+    }
     if let Some(id) = registered_map(FLD)? {
         return Ok(Loaded::Already(id));
     }
@@ -137,6 +142,9 @@ pub fn load() -> Result<Loaded, CcError> {
 /// Removes [`FLD`]; `Ok(false)` if it was not registered by mewa. Sockets
 /// that use it keep it until they close; new ones can no longer pick it.
 pub fn unload() -> Result<bool, CcError> {
+    if !privileged() {
+        return Err(CcError::NotPermitted);
+    }
     let Some(id) = registered_map(FLD)? else {
         return Ok(false);
     };
@@ -145,6 +153,27 @@ pub fn unload() -> Result<bool, CcError> {
     libbpf_rs::MapCore::delete(&map, &0u32.to_ne_bytes())
         .map_err(|e| refused_or("delete the struct_ops map's element", e))?;
     Ok(true)
+}
+
+/// Whether this process holds CAP_SYS_ADMIN, or CAP_BPF with CAP_NET_ADMIN:
+/// what registering a TCP congestion control and listing BPF maps need
+/// (read from `/proc/self/status`; `false` if it cannot be read).
+pub fn privileged() -> bool {
+    const CAP_NET_ADMIN: u32 = 12;
+    const CAP_SYS_ADMIN: u32 = 21;
+    const CAP_BPF: u32 = 39;
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    let Some(eff) = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+    else {
+        return false;
+    };
+    let has = |cap: u32| eff & (1u64 << cap) != 0;
+    has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_NET_ADMIN))
 }
 
 /// The id of the registered `struct_ops` map named `name`, if any. Maps of

@@ -410,3 +410,49 @@ fn lab_load_writes_har_and_records() {
     let recs: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(recs[0]["connections"].as_array().unwrap().len(), 1);
 }
+
+/// Whether this process runs as root (`id -u` is 0).
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+#[test]
+fn cc_load_without_privileges_says_it_needs_root() {
+    // As root, drop to nobody for the one command (CI runs as root).
+    let o = if is_root() {
+        let Ok(setpriv) = which_setpriv() else {
+            eprintln!("skipping: cc_load_without_privileges_says_it_needs_root needs setpriv (util-linux) as root");
+            return;
+        };
+        Command::new(setpriv)
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_mewa"))
+            .args(["cc", "load"])
+            .output()
+            .expect("run mewa under setpriv")
+    } else {
+        mewa(&["cc", "load"])
+    };
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("needs root") || err.contains("built without its BPF programs"),
+        "{err}"
+    );
+    // Status needs no privileges and names the control.
+    let s = mewa(&["cc", "status"]);
+    assert!(s.status.success());
+    assert!(stdout(&s).starts_with("mewa_fld: "), "{}", stdout(&s));
+}
+
+fn which_setpriv() -> Result<PathBuf, ()> {
+    ["/usr/bin/setpriv", "/bin/setpriv"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .ok_or(())
+}
