@@ -492,6 +492,16 @@ impl ResultFolder {
         Ok(ResultFolder { path, provenance })
     }
 
+    /// An existing result folder (its `meta.json` read back), to write its
+    /// report again from its `result.json`.
+    pub fn existing(path: &Path) -> Result<ResultFolder, ExperimentError> {
+        let provenance = read_config(&path.join("meta.json"))?;
+        Ok(ResultFolder {
+            path: path.to_path_buf(),
+            provenance,
+        })
+    }
+
     /// The folder.
     pub fn path(&self) -> &Path {
         &self.path

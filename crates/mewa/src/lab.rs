@@ -81,6 +81,12 @@ enum FldSub {
     /// idle share (7), concurrency (8), connection durations (9-10), first
     /// objects per RTT (11), connection sizes.
     Pages(FldPagesArgs),
+    /// Write a pages run's report again from its result folder
+    /// (config.json and result.json), with this build's tables.
+    Report {
+        /// The result folder (out/lab/fld-pages-…).
+        dir: PathBuf,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -643,6 +649,12 @@ fn run_fld(which: FldSub) -> anyhow::Result<()> {
         FldSub::Pages(a) => {
             let c = a.config()?;
             let report = with_bar(c.loads, |p| fld::pages(&c, p)).context("fld pages")?;
+            finish(&report)
+        }
+        FldSub::Report { dir } => {
+            let report = fld::pages_report_again(&dir).with_context(|| {
+                format!("{}: not a mewa lab fld pages result folder", dir.display())
+            })?;
             finish(&report)
         }
     }

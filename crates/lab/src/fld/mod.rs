@@ -667,7 +667,7 @@ impl Default for PagesConfig {
 }
 
 /// One page load of the pages experiment.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PageRun {
     /// Network setting.
     pub setting: String,
@@ -964,6 +964,87 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<FldReport, Exp
     Ok(pages_report(config, runs, cross_logs, Some(folder)))
 }
 
+/// Each page's median of `f` over its loads in `runs`.
+fn page_medians(runs: &[&PageRun], f: impl Fn(&PageRun) -> Option<f64>) -> BTreeMap<String, f64> {
+    let mut by_page: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for r in runs {
+        if let Some(v) = f(r) {
+            by_page.entry(r.page.clone()).or_default().push(v);
+        }
+    }
+    by_page
+        .into_iter()
+        .filter_map(|(p, v)| median(&v).map(|m| (p, m)))
+        .collect()
+}
+
+/// A control against cubic over the pages both loaded: the median of the
+/// per-page changes, the change of the sums, and on how many pages it was
+/// faster. Positive changes are reductions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compared {
+    /// Pages both have.
+    pub pages: usize,
+    /// Pages where the control's median is below cubic's.
+    pub faster: usize,
+    /// Median over pages of `100 × (cubic − other) / cubic`.
+    pub median_change_pct: Option<f64>,
+    /// `100 × (Σ cubic − Σ other) / Σ cubic` over the pages.
+    pub pooled_change_pct: Option<f64>,
+}
+
+impl Compared {
+    /// Compares per-page medians `other` with `cubic`.
+    pub fn new(cubic: &BTreeMap<String, f64>, other: &BTreeMap<String, f64>) -> Compared {
+        let pairs: Vec<(f64, f64)> = cubic
+            .iter()
+            .filter_map(|(p, &c)| other.get(p).map(|&o| (c, o)))
+            .collect();
+        let changes: Vec<f64> = pairs
+            .iter()
+            .filter(|(c, _)| *c > 0.0)
+            .map(|(c, o)| 100.0 * (c - o) / c)
+            .collect();
+        let (sc, so) = pairs
+            .iter()
+            .fold((0.0, 0.0), |(a, b), (c, o)| (a + c, b + o));
+        Compared {
+            pages: pairs.len(),
+            faster: pairs.iter().filter(|(c, o)| o < c).count(),
+            median_change_pct: median(&changes),
+            pooled_change_pct: (sc > 0.0).then(|| 100.0 * (sc - so) / sc),
+        }
+    }
+}
+
+/// What `result.json` of a pages run holds, read back.
+#[derive(Debug, Deserialize)]
+struct PagesResult {
+    runs: Vec<PageRun>,
+    cross: Vec<CrossEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+struct CrossEntry {
+    setting: Setting,
+    log: CrossLog,
+}
+
+/// Writes the report of the pages run in `dir` again from its
+/// `config.json` and `result.json` (after the report changed, or to read
+/// an old run with today's tables).
+pub fn pages_report_again(dir: &std::path::Path) -> Result<FldReport, ExperimentError> {
+    let config: PagesConfig = crate::experiment::read_config(&dir.join("config.json"))?;
+    let result: PagesResult = crate::experiment::read_config(&dir.join("result.json"))?;
+    let folder = ResultFolder::existing(dir)?;
+    let cross = result
+        .cross
+        .into_iter()
+        .map(|c| (c.setting, c.log))
+        .collect();
+    Ok(pages_report(&config, result.runs, cross, Some(folder)))
+}
+
 /// Median over pages of each page's median of `f`, for one group.
 fn median_of_pages(runs: &[&PageRun], f: impl Fn(&PageRun) -> Option<f64>) -> Option<f64> {
     let mut by_page: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
@@ -991,14 +1072,17 @@ pub fn pages_report(
             .filter(|r| r.setting == s && r.protocol == p && r.cc == cc)
             .collect()
     };
-    // Fig. 6: page net transfer time per page type.
+    // Fig. 6: page net transfer time per page type, each control against
+    // cubic page by page (paired: the pages differ far more than the
+    // controls do).
     let mut t6 = Table::new(&[
         "setting",
         "page type",
         "cc",
         "net transfer s (median of pages)",
         "load s (median of pages)",
-        "vs cubic",
+        "change vs cubic, median of pages %",
+        "pooled change %",
         "pages faster than cubic",
     ]);
     for s in &config.settings {
@@ -1009,39 +1093,19 @@ pub fn pages_report(
             } else {
                 |r| r.net_transfer_s
             };
-            let cubic = group(s, p, "cubic");
-            let cubic_key = median_of_pages(&cubic, key);
+            let cubic = page_medians(&group(s, p, "cubic"), key);
             for cc in &config.ccs {
                 let g = group(s, p, cc);
                 let net = median_of_pages(&g, |r| r.net_transfer_s);
                 let plt = median_of_pages(&g, |r| r.plt_s);
-                let (vs, faster) = if cc == "cubic" {
-                    ("-".into(), "-".into())
+                let (change, pooled, faster) = if cc == "cubic" {
+                    ("-".into(), "-".into(), "-".into())
                 } else {
-                    let pages: std::collections::BTreeSet<&str> =
-                        g.iter().map(|r| r.page.as_str()).collect();
-                    let mut won = 0;
-                    for page in &pages {
-                        let of = |v: &[&PageRun]| {
-                            let x: Vec<f64> = v
-                                .iter()
-                                .filter(|r| r.page == *page)
-                                .filter_map(|r| key(r))
-                                .collect();
-                            median(&x)
-                        };
-                        if let (Some(a), Some(b)) = (of(&g), of(&cubic)) {
-                            if a < b {
-                                won += 1;
-                            }
-                        }
-                    }
+                    let c = Compared::new(&cubic, &page_medians(&g, key));
                     (
-                        match (median_of_pages(&g, key), cubic_key) {
-                            (Some(n), Some(c)) if c > 0.0 => pct(100.0 * (c - n) / c),
-                            _ => "-".into(),
-                        },
-                        format!("{won}/{}", pages.len()),
+                        opt(c.median_change_pct, 1),
+                        opt(c.pooled_change_pct, 1),
+                        format!("{}/{}", c.faster, c.pages),
                     )
                 };
                 t6.push(vec![
@@ -1050,7 +1114,8 @@ pub fn pages_report(
                     cc.clone(),
                     opt(net, 3),
                     opt(plt, 3),
-                    vs,
+                    change,
+                    pooled,
                     faster,
                 ]);
             }
@@ -1465,10 +1530,13 @@ mod tests {
             .iter()
             .find(|row| row[2] == FLD)
             .expect("a row for FLD");
-        // Medians over pages: cubic 1.5, FLD 1.5; FLD won on one page of two.
+        // Page a: 1.0 -> 0.5 (+50 %), page b: 2.0 -> 2.5 (-25 %); the
+        // median of the changes +12.5 %, the sums 3.0 -> 3.0 (0 %); FLD
+        // won on one page of two. The median over pages is 1.5 for both.
         assert_eq!(fld[3], "1.500");
-        assert_eq!(fld[5], "0.0");
-        assert_eq!(fld[6], "1/2");
+        assert_eq!(fld[5], "12.5");
+        assert_eq!(fld[6], "0.0");
+        assert_eq!(fld[7], "1/2");
         let sizes = r
             .sections
             .iter()
