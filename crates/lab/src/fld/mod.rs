@@ -26,7 +26,7 @@ use mewa_link::core::{DelaySpec, DirectionConfig, LinkConfig, QueueSpec, RateSpe
 use mewa_link::runtime::{LinkOptions, Topology};
 use serde::{Deserialize, Serialize};
 
-use crate::bed::{Bed, CLIENT};
+use crate::bed::{Bed, CLIENT, SERVER};
 use crate::bulk::{self as transfer, Setup as TransferSetup};
 use crate::cross::{jain, Cross, CrossLog, Flow, XRECV, XSEND};
 use crate::experiment::{
@@ -699,6 +699,9 @@ pub struct PageRun {
     /// Median TCP handshake time of the load's connections, ms: the round
     /// trip the page saw, queueing included.
     pub handshake_ms: Option<f64>,
+    /// What the origin's TCP did to repair losses during the load.
+    #[serde(default)]
+    pub server_tcp: TcpCounters,
 }
 
 /// Each connection's busy span, from its opening to the last body byte it
@@ -769,6 +772,62 @@ pub fn first_object_rounds(record: &LoadRecord) -> Vec<u64> {
         }
     }
     most
+}
+
+/// The origin namespace's TCP counters that say how a load's losses were
+/// repaired (`/proc/net/snmp` and `/proc/net/netstat` read from inside the
+/// namespace; only the origin's sockets live there, the background flows
+/// have hosts of their own).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpCounters {
+    /// Segments retransmitted (`Tcp: RetransSegs`).
+    pub retrans_segs: u64,
+    /// Retransmission timeouts (`TcpExt: TCPTimeouts`).
+    pub timeouts: u64,
+    /// Tail loss probes sent (`TcpExt: TCPLossProbes`).
+    pub loss_probes: u64,
+}
+
+impl TcpCounters {
+    /// Parses the two files' text.
+    pub fn parse(snmp: &str, netstat: &str) -> TcpCounters {
+        let field = |text: &str, prefix: &str, name: &str| -> u64 {
+            let mut lines = text.lines().filter(|l| l.starts_with(prefix));
+            let (Some(names), Some(values)) = (lines.next(), lines.next()) else {
+                return 0;
+            };
+            names
+                .split_whitespace()
+                .zip(values.split_whitespace())
+                .find(|(n, _)| *n == name)
+                .and_then(|(_, v)| v.parse().ok())
+                .unwrap_or(0)
+        };
+        TcpCounters {
+            retrans_segs: field(snmp, "Tcp:", "RetransSegs"),
+            timeouts: field(netstat, "TcpExt:", "TCPTimeouts"),
+            loss_probes: field(netstat, "TcpExt:", "TCPLossProbes"),
+        }
+    }
+
+    /// Reads them in `host`'s namespace (zeros if unreadable).
+    fn read(topo: &Topology, host: &str) -> TcpCounters {
+        topo.in_namespace(host, || {
+            let snmp = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default();
+            let netstat = std::fs::read_to_string("/proc/net/netstat").unwrap_or_default();
+            TcpCounters::parse(&snmp, &netstat)
+        })
+        .unwrap_or_default()
+    }
+
+    /// `self − before`, per counter.
+    fn since(self, before: TcpCounters) -> TcpCounters {
+        TcpCounters {
+            retrans_segs: self.retrans_segs.saturating_sub(before.retrans_segs),
+            timeouts: self.timeouts.saturating_sub(before.timeouts),
+            loss_probes: self.loss_probes.saturating_sub(before.loss_probes),
+        }
+    }
 }
 
 /// The loader's protocol and TLS for a page type (`chromium` has none: the
@@ -919,11 +978,14 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<FldReport, Exp
                                 first_object_bins: Vec::new(),
                                 failed: a.missing.len(),
                                 handshake_ms: None,
+                                server_tcp: TcpCounters::default(),
                             });
                             continue;
                         };
                         let opts = bed.options(LoadOptions::browser(protocol, tls));
+                        let before = TcpCounters::read(topo, SERVER);
                         let record = bed.load(page, &opts)?;
+                        let server_tcp = TcpCounters::read(topo, SERVER).since(before);
                         let m = page_metrics(&record);
                         let spans = connection_spans(&record);
                         runs.push(PageRun {
@@ -950,6 +1012,7 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<FldReport, Exp
                                     .collect::<Vec<_>>(),
                             ),
                             failed: m.failed_objects,
+                            server_tcp,
                         });
                     }
                 }
@@ -1299,6 +1362,48 @@ pub fn pages_report(
                over every load of the setting."
             .into(),
     });
+    // How the server repaired losses.
+    let mut tl = Table::new(&[
+        "setting",
+        "page type",
+        "cc",
+        "retransmitted segments per load (mean)",
+        "timeouts per load (mean)",
+        "loss probes per load (mean)",
+        "loads with a timeout",
+    ]);
+    for s in &config.settings {
+        for p in loader_types {
+            for cc in &config.ccs {
+                let g = group(s, p, cc);
+                let n = g.len().max(1) as f64;
+                let sum = |f: fn(&TcpCounters) -> u64| {
+                    g.iter().map(|r| f(&r.server_tcp)).sum::<u64>() as f64 / n
+                };
+                tl.push(vec![
+                    s.clone(),
+                    type_name(p).into(),
+                    cc.clone(),
+                    format!("{:.1}", sum(|c| c.retrans_segs)),
+                    format!("{:.2}", sum(|c| c.timeouts)),
+                    format!("{:.2}", sum(|c| c.loss_probes)),
+                    format!(
+                        "{}/{}",
+                        g.iter().filter(|r| r.server_tcp.timeouts > 0).count(),
+                        g.len()
+                    ),
+                ]);
+            }
+        }
+    }
+    sections.push(Section {
+        title: "Loss repair at the server (the origin namespace's TCP counters per load)".into(),
+        csv: "server-tcp.csv",
+        table: tl,
+        note: "Retransmitted segments, retransmission timeouts and tail loss probes of the \
+               origin's sockets during each load (the background flows run on hosts of their own)."
+            .into(),
+    });
     // The connection-size study.
     let mut ts = Table::new(&["setting", "page type", "connections", "< 50 kB", "< 500 kB"]);
     for s in &config.settings {
@@ -1511,6 +1616,7 @@ mod tests {
             first_object_bins: vec![14_000, 42_000],
             failed: 0,
             handshake_ms: Some(26.0),
+            server_tcp: TcpCounters::default(),
         };
         let config = PagesConfig {
             settings: vec!["lte".into()],
@@ -1576,5 +1682,34 @@ mod tests {
         assert_eq!(row("quic/fld")[5], "20.0");
         assert_eq!(row("cubic")[5], "-");
         assert_eq!(row("quic/cubic")[5], "-");
+    }
+
+    #[test]
+    fn tcp_counters_are_read_by_name() {
+        let snmp = "Ip: Forwarding\nIp: 1\nTcp: RtoAlgorithm RetransSegs InErrs\nTcp: 1 42 0\n";
+        let netstat = "TcpExt: TW TCPLossProbes TCPTimeouts\nTcpExt: 9 3 5\nIpExt: A\nIpExt: 1\n";
+        let c = TcpCounters::parse(snmp, netstat);
+        assert_eq!(
+            c,
+            TcpCounters {
+                retrans_segs: 42,
+                timeouts: 5,
+                loss_probes: 3
+            }
+        );
+        assert_eq!(TcpCounters::parse("", "garbage"), TcpCounters::default());
+        let later = TcpCounters {
+            retrans_segs: 50,
+            timeouts: 5,
+            loss_probes: 4,
+        };
+        assert_eq!(
+            later.since(c),
+            TcpCounters {
+                retrans_segs: 8,
+                timeouts: 0,
+                loss_probes: 1
+            }
+        );
     }
 }
