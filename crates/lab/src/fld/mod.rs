@@ -699,9 +699,10 @@ pub struct PageRun {
     /// Median TCP handshake time of the load's connections, ms: the round
     /// trip the page saw, queueing included.
     pub handshake_ms: Option<f64>,
-    /// What the origin's TCP did to repair losses during the load.
+    /// What the origin's TCP did to repair losses during the load (`None`
+    /// for Chromium loads and for runs recorded before it was counted).
     #[serde(default)]
-    pub server_tcp: TcpCounters,
+    pub server_tcp: Option<TcpCounters>,
 }
 
 /// Each connection's busy span, from its opening to the last body byte it
@@ -810,11 +811,14 @@ impl TcpCounters {
         }
     }
 
-    /// Reads them in `host`'s namespace (zeros if unreadable).
+    /// Reads them in `host`'s namespace (zeros if unreadable). Through
+    /// `/proc/thread-self`: `/proc/net` follows the process's main thread,
+    /// which stays in the machine's namespace.
     fn read(topo: &Topology, host: &str) -> TcpCounters {
         topo.in_namespace(host, || {
-            let snmp = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default();
-            let netstat = std::fs::read_to_string("/proc/net/netstat").unwrap_or_default();
+            let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap_or_default();
+            let netstat =
+                std::fs::read_to_string("/proc/thread-self/net/netstat").unwrap_or_default();
             TcpCounters::parse(&snmp, &netstat)
         })
         .unwrap_or_default()
@@ -978,7 +982,7 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<FldReport, Exp
                                 first_object_bins: Vec::new(),
                                 failed: a.missing.len(),
                                 handshake_ms: None,
-                                server_tcp: TcpCounters::default(),
+                                server_tcp: None,
                             });
                             continue;
                         };
@@ -1012,7 +1016,7 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<FldReport, Exp
                                     .collect::<Vec<_>>(),
                             ),
                             failed: m.failed_objects,
-                            server_tcp,
+                            server_tcp: Some(server_tcp),
                         });
                     }
                 }
@@ -1375,21 +1379,30 @@ pub fn pages_report(
     for s in &config.settings {
         for p in loader_types {
             for cc in &config.ccs {
-                let g = group(s, p, cc);
+                let g: Vec<TcpCounters> = group(s, p, cc)
+                    .iter()
+                    .filter_map(|r| r.server_tcp)
+                    .collect();
                 let n = g.len().max(1) as f64;
-                let sum = |f: fn(&TcpCounters) -> u64| {
-                    g.iter().map(|r| f(&r.server_tcp)).sum::<u64>() as f64 / n
+                let mean =
+                    |f: fn(&TcpCounters) -> u64| -> f64 { g.iter().map(f).sum::<u64>() as f64 / n };
+                let cell = |v: f64, digits: usize| {
+                    if g.is_empty() {
+                        "-".to_string()
+                    } else {
+                        format!("{v:.digits$}")
+                    }
                 };
                 tl.push(vec![
                     s.clone(),
                     type_name(p).into(),
                     cc.clone(),
-                    format!("{:.1}", sum(|c| c.retrans_segs)),
-                    format!("{:.2}", sum(|c| c.timeouts)),
-                    format!("{:.2}", sum(|c| c.loss_probes)),
+                    cell(mean(|c| c.retrans_segs), 1),
+                    cell(mean(|c| c.timeouts), 2),
+                    cell(mean(|c| c.loss_probes), 2),
                     format!(
                         "{}/{}",
-                        g.iter().filter(|r| r.server_tcp.timeouts > 0).count(),
+                        g.iter().filter(|c| c.timeouts > 0).count(),
                         g.len()
                     ),
                 ]);
@@ -1616,7 +1629,7 @@ mod tests {
             first_object_bins: vec![14_000, 42_000],
             failed: 0,
             handshake_ms: Some(26.0),
-            server_tcp: TcpCounters::default(),
+            server_tcp: None,
         };
         let config = PagesConfig {
             settings: vec!["lte".into()],
