@@ -443,6 +443,17 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_text_parses_or_is_refused_without_panicking(s in "\\PC{0,40}") {
+            if let Ok(f) = Flow::parse(&s) {
+                // What parses has a label that names it.
+                let label = f.label();
+                proptest::prop_assert!(label.starts_with("tcp/") || label.starts_with("udp/"));
+            }
+        }
+    }
+
     #[test]
     fn the_log_reports_rates_per_interval() {
         let log = CrossLog {

@@ -1725,4 +1725,11 @@ mod tests {
             }
         );
     }
+
+    proptest::proptest! {
+        #[test]
+        fn counters_parse_any_text_without_panicking(a in "\\PC{0,200}", b in "\\PC{0,200}") {
+            let _ = TcpCounters::parse(&a, &b);
+        }
+    }
 }
