@@ -490,6 +490,29 @@ impl quinn::congestion::ControllerFactory for CountingCubic {
     }
 }
 
+/// An HTTP/3 client connected to `r`'s QUIC listener: its endpoint, the
+/// request sender, and the task driving the connection.
+async fn h3_client(
+    r: &Running,
+) -> (
+    quinn::Endpoint,
+    h3::client::SendRequest<h3_quinn::OpenStreams, bytes::Bytes>,
+    tokio::task::JoinHandle<()>,
+) {
+    let tls = mewa_origin::tls::client_config([r.ca_der.clone()], &[b"h3"]).unwrap();
+    let qc = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+    let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    ep.set_default_client_config(quinn::ClientConfig::new(Arc::new(qc)));
+    let conn = ep.connect(r.h3, "localhost").unwrap().await.unwrap();
+    let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn))
+        .await
+        .unwrap();
+    let drive = tokio::spawn(async move {
+        let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+    });
+    (ep, send, drive)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h3_serves_https_bodies_with_the_given_controller() {
     use bytes::Buf;
@@ -499,17 +522,7 @@ async fn h3_serves_https_bodies_with_the_given_controller() {
     cfg.quic_congestion = Some(factory.clone());
     let r = start(&c, cfg).await;
 
-    let tls = mewa_origin::tls::client_config([r.ca_der.clone()], &[b"h3"]).unwrap();
-    let qc = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
-    let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-    ep.set_default_client_config(quinn::ClientConfig::new(Arc::new(qc)));
-    let conn = ep.connect(r.h3, "localhost").unwrap().await.unwrap();
-    let (mut driver, mut send) = h3::client::new(h3_quinn::Connection::new(conn))
-        .await
-        .unwrap();
-    let drive = tokio::spawn(async move {
-        let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
-    });
+    let (ep, mut send, drive) = h3_client(&r).await;
     let page = &c.pages[0];
     for o in &page.objects {
         let q = Request::get(format!("https://{}{}", o.host, o.path))
@@ -657,17 +670,7 @@ async fn h3_transfer_with_the_fld_controller_grows_past_doubling() {
     cfg.quic_congestion = Some(watch.clone());
     let r = start(&c, cfg).await;
 
-    let tls = mewa_origin::tls::client_config([r.ca_der.clone()], &[b"h3"]).unwrap();
-    let qc = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
-    let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-    ep.set_default_client_config(quinn::ClientConfig::new(Arc::new(qc)));
-    let conn = ep.connect(r.h3, "localhost").unwrap().await.unwrap();
-    let (mut driver, mut send) = h3::client::new(h3_quinn::Connection::new(conn))
-        .await
-        .unwrap();
-    let drive = tokio::spawn(async move {
-        let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
-    });
+    let (ep, mut send, drive) = h3_client(&r).await;
     let q = Request::get(format!("https://{host}{path}"))
         .body(())
         .unwrap();
