@@ -54,8 +54,10 @@ enum LabSub {
     Parity(ParityArgs),
     /// Seed 002's FLD_TCP against Cubic at the server, with the kernel's
     /// FLD_TCP (`mewa cc load` first): bulk transfers, fairness, and pages
-    /// under cross traffic (LTE, 3G) with the paper's page metrics. Needs
-    /// root. Results: config.json, meta.json, CSV tables, report.md, SVG.
+    /// under cross traffic (LTE, 3G) with the paper's page metrics (for
+    /// pages, --cc names the control compared with cubic; default
+    /// mewa_fld). Needs root. Results: config.json, meta.json, CSV
+    /// tables, report.md, SVG.
     Fld(FldArgs),
 }
 
@@ -703,6 +705,15 @@ impl FldPagesArgs {
     fn config(&self) -> anyhow::Result<fld::PagesConfig> {
         let mut c: fld::PagesConfig = self.corpus.base()?;
         self.corpus.apply(&mut c.corpus, &mut c.origin)?;
+        // Here --cc names the control compared with cubic (the origin's
+        // listener always starts connections on cubic).
+        if let Some(cc) = &self.corpus.cc {
+            c.ccs = if cc == "cubic" {
+                vec!["cubic".into()]
+            } else {
+                vec!["cubic".into(), cc.clone()]
+            };
+        }
         if !self.setting.is_empty() {
             c.settings = self.setting.clone();
         }
@@ -921,6 +932,13 @@ mod tests {
             panic!("not pages")
         };
         assert_eq!(a.config().unwrap().cross, Some(Vec::new()));
+        let FldSub::Pages(a) = fld_sub(&["pages", "--cc", "bbr"]) else {
+            panic!("not pages")
+        };
+        assert_eq!(
+            a.config().unwrap().ccs,
+            vec!["cubic".to_string(), "bbr".to_string()]
+        );
     }
 
     #[test]
