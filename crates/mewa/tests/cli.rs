@@ -428,9 +428,18 @@ fn cc_load_without_privileges_says_it_needs_root() {
             eprintln!("skipping: cc_load_without_privileges_says_it_needs_root needs setpriv (util-linux) as root");
             return;
         };
+        // A copy nobody can reach: the checkout may sit under a folder
+        // only root can enter (/root).
+        let dir = Scratch::new("cc-nobody");
+        let bin = dir.path().join("mewa");
+        std::fs::copy(env!("CARGO_BIN_EXE_mewa"), &bin).expect("copy mewa");
+        use std::os::unix::fs::PermissionsExt;
+        for p in [dir.path(), bin.as_path()] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        }
         Command::new(setpriv)
             .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(env!("CARGO_BIN_EXE_mewa"))
+            .arg(&bin)
             .args(["cc", "load"])
             .output()
             .expect("run mewa under setpriv")
