@@ -13,6 +13,16 @@ use mewa_link::runtime;
 /// Linux's MSS on the lab's 1500-byte links with timestamps.
 const MSS: u64 = 1448;
 
+/// One link at a time: the round-trip bins read time off the link's log,
+/// and a 1 Gbit/s QUIC transfer beside them would take the CPU they need.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn skip(test: &str) -> bool {
     if let Err(e) = runtime::probe() {
         eprintln!("skipping: {test} needs root (network namespaces, TUN): {e}");
@@ -63,6 +73,7 @@ fn close(got: &[u64], want: &[u64]) -> bool {
 
 #[test]
 fn the_kernels_fld_sends_the_cores_schedule_round_by_round() {
+    let _serial = one_at_a_time();
     if skip("the_kernels_fld_sends_the_cores_schedule_round_by_round") {
         return;
     }
@@ -92,6 +103,7 @@ fn the_kernels_fld_sends_the_cores_schedule_round_by_round() {
 
 #[test]
 fn cross_traffic_shares_the_bottleneck_and_is_logged() {
+    let _serial = one_at_a_time();
     use mewa_lab::bed::{Bed, OriginSettings};
     use mewa_lab::cross::{Cross, Flow};
     if let Err(e) = runtime::probe() {
@@ -141,6 +153,7 @@ fn cross_traffic_shares_the_bottleneck_and_is_logged() {
 
 #[test]
 fn quic_fld_sends_more_per_round_trip_than_quic_reno() {
+    let _serial = one_at_a_time();
     if let Err(e) = runtime::probe() {
         eprintln!("skipping: quic_fld_sends_more_per_round_trip_than_quic_reno needs root: {e}");
         return;
