@@ -62,12 +62,18 @@ fn transfer(cc: &str, tag: &str) -> bulk::Transfer {
     t
 }
 
-/// Whether `got` is within 10 % (and one segment) of `want`, round by round.
+/// Whether `got` has as many round trips as `want` and is within 10 %
+/// (and one segment) of it in every round but the last. The last round is
+/// not a window but what remains of the 500 kB, the sum of the others'
+/// complement; when the round before it ends late, a few of its segments
+/// fall into the last bin (seen once: reno [.., 152, 44] against
+/// [.., 160, 36]), which says nothing about the window.
 fn close(got: &[u64], want: &[u64]) -> bool {
+    let full = want.len().saturating_sub(1);
     got.len() == want.len()
-        && got
+        && got[..full]
             .iter()
-            .zip(want)
+            .zip(&want[..full])
             .all(|(&g, &w)| g.abs_diff(w) <= 1 + w / 10)
 }
 
