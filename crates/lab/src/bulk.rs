@@ -105,26 +105,42 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BulkError {
     move |error| BulkError::Io { what, error }
 }
 
-/// The link of a transfer: `rtt` split evenly, the rates, the queue.
-pub fn link(s: &Setup) -> LinkConfig {
-    let queue = match s.queue_bytes {
+/// A drop-tail queue of `bytes` bytes (`None`: unbounded, mahimahi's
+/// default).
+pub fn drop_tail(bytes: Option<usize>) -> QueueSpec {
+    match bytes {
         None => QueueSpec::default(),
         Some(b) => QueueSpec::DropTail(mewa_link::core::queue::Limit {
             packets: None,
             bytes: Some(b),
         }),
-    };
+    }
+}
+
+/// A link of `one_way` delay each way at constant rates `down_bps` and
+/// `up_bps`, each direction with a drop-tail queue of `queue_bytes`.
+pub fn fixed_link(
+    one_way: Duration,
+    down_bps: u64,
+    up_bps: u64,
+    queue_bytes: Option<usize>,
+) -> LinkConfig {
     let dir = |bps| DirectionConfig {
-        delay: DelaySpec::Fixed(s.rtt / 2),
+        delay: DelaySpec::Fixed(one_way),
         rate: RateSpec::Constant { bps },
-        queue,
+        queue: drop_tail(queue_bytes),
         loss: 0.0,
     };
     LinkConfig {
-        up: dir(s.up_bps),
-        down: dir(s.down_bps),
+        up: dir(up_bps),
+        down: dir(down_bps),
         ..LinkConfig::default()
     }
+}
+
+/// The link of a transfer: `rtt` split evenly, the rates, the queue.
+pub fn link(s: &Setup) -> LinkConfig {
+    fixed_link(s.rtt / 2, s.down_bps, s.up_bps, s.queue_bytes)
 }
 
 /// Runs one transfer in a fresh pair of namespaces; the link's logs go to

@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mewa_link::core::{DelaySpec, DirectionConfig, LinkConfig, QueueSpec, RateSpec};
+use mewa_link::core::LinkConfig;
 use mewa_link::runtime::{LinkOptions, Topology};
 use serde::{Deserialize, Serialize};
 
@@ -52,17 +52,6 @@ pub const FLD: &str = "mewa_fld";
 /// trip (crates/lab/tests/cc.rs measured 56 segments instead of 90).
 pub const CLIENT_RMEM: usize = 1 << 20;
 
-/// A drop-tail queue of `bytes` bytes (`None`: unbounded).
-fn queue(bytes: Option<usize>) -> QueueSpec {
-    match bytes {
-        None => QueueSpec::default(),
-        Some(b) => QueueSpec::DropTail(mewa_link::core::queue::Limit {
-            packets: None,
-            bytes: Some(b),
-        }),
-    }
-}
-
 /// `ms` of queue at `bps`, in bytes (at least 10 full packets).
 fn queue_bytes(bps: u64, ms: u64) -> usize {
     ((bps / 8).saturating_mul(ms) / 1000).max(15_000) as usize
@@ -70,17 +59,7 @@ fn queue_bytes(bps: u64, ms: u64) -> usize {
 
 /// A link of `one_way` delay each way, `bps` both ways and `queue_bytes`.
 fn link(one_way: Duration, bps: u64, queue_bytes: Option<usize>) -> LinkConfig {
-    let dir = DirectionConfig {
-        delay: DelaySpec::Fixed(one_way),
-        rate: RateSpec::Constant { bps },
-        queue: queue(queue_bytes),
-        loss: 0.0,
-    };
-    LinkConfig {
-        up: dir.clone(),
-        down: dir,
-        ..LinkConfig::default()
-    }
+    transfer::fixed_link(one_way, bps, bps, queue_bytes)
 }
 
 /// Checks the congestion controls named exist (after `mewa cc load` for

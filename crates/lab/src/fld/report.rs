@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::experiment::ResultFolder;
+pub use crate::report::plot::quantile;
 use crate::report::plot::{self, Chart, Mark, Series};
 use crate::report::{Report, ReportError, Table};
 
@@ -143,19 +144,6 @@ pub fn cdf_series(name: &str, values: &[f64], colour: usize) -> Series {
         mark: Mark::Line,
         colour,
     }
-}
-
-/// The `p` quantile (0..=1) of `values` by linear interpolation.
-pub fn quantile(values: &[f64], p: f64) -> Option<f64> {
-    let mut s: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if s.is_empty() {
-        return None;
-    }
-    s.sort_by(f64::total_cmp);
-    let pos = p.clamp(0.0, 1.0) * (s.len() - 1) as f64;
-    let (i, f) = (pos.floor() as usize, pos.fract());
-    let next = s.get(i + 1).copied().unwrap_or(s[i]);
-    Some(s[i] + f * (next - s[i]))
 }
 
 #[cfg(test)]

@@ -161,20 +161,30 @@ pub struct BoxGroup {
     pub boxes: Vec<Vec<f64>>,
 }
 
-/// Quartiles by linear interpolation (the sample need not be sorted).
-fn quartiles(v: &[f64]) -> Option<[f64; 5]> {
-    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+/// The `p` quantile (0..=1) of `values` by linear interpolation between
+/// the sorted finite values (the sample need not be sorted); `None` when it
+/// has none.
+pub fn quantile(values: &[f64], p: f64) -> Option<f64> {
+    let mut s: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     if s.is_empty() {
         return None;
     }
     s.sort_by(f64::total_cmp);
-    let q = |p: f64| {
-        let pos = p * (s.len() - 1) as f64;
-        let (i, f) = (pos.floor() as usize, pos.fract());
-        let next = s.get(i + 1).copied().unwrap_or(s[i]);
-        s[i] + f * (next - s[i])
-    };
-    Some([q(0.0), q(0.25), q(0.5), q(0.75), q(1.0)])
+    let pos = p.clamp(0.0, 1.0) * (s.len() - 1) as f64;
+    let (i, f) = (pos.floor() as usize, pos.fract());
+    let next = s.get(i + 1).copied().unwrap_or(s[i]);
+    Some(s[i] + f * (next - s[i]))
+}
+
+/// Min, quartiles and max ([`quantile`] at 0, ¼, ½, ¾ and 1).
+fn quartiles(v: &[f64]) -> Option<[f64; 5]> {
+    Some([
+        quantile(v, 0.0)?,
+        quantile(v, 0.25)?,
+        quantile(v, 0.5)?,
+        quantile(v, 0.75)?,
+        quantile(v, 1.0)?,
+    ])
 }
 
 /// Box plots (min, quartiles, median, max) per group, side by side, to an
