@@ -498,8 +498,11 @@ async fn html_references_are_requested_as_the_document_streams_in() {
     let mut corpus = generate(Preset::Accel7, 1);
     let page = &mut corpus.pages[0];
     let root = page.root().unwrap().id;
-    // A 3 MB document: its references sit in its first few kilobytes.
-    page.objects.iter_mut().find(|o| o.id == root).unwrap().size = 3_000_000;
+    // A 30 MB document: its references sit in its first few kilobytes.
+    // Over loopback 3 MB took 9 ms, short enough that on a loaded CI
+    // machine the load loop was scheduled only after the last byte; 30 MB
+    // leaves it tens of milliseconds to see the first chunk.
+    page.objects.iter_mut().find(|o| o.id == root).unwrap().size = 30_000_000;
     let page = page.clone();
     let r = start(&corpus, "streaming").await;
     let first_child = |rec: &LoadRecord| {
