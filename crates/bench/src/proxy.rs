@@ -233,6 +233,7 @@ pub fn run(b: ProxyBench) -> crate::Result<()> {
                 tcp: TcpOptions::default(),
                 quic_congestion: None,
                 cert_groups: Vec::new(),
+                iw: None,
             },
         )
         .context("origin")?;

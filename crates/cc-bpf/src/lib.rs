@@ -1,7 +1,10 @@
-//! The `crates/cc` controllers for Linux TCP: FLD_TCP as a BPF `struct_ops`
-//! congestion control named [`FLD`] (`mewa_fld`), and the calls that register
-//! it with the kernel, remove it and report on it (`mewa cc load`, `unload`,
-//! `status`).
+//! mewa's controllers for Linux TCP, as BPF `struct_ops` congestion controls:
+//! FLD_TCP named [`FLD`] (`mewa_fld`, the rules of `crates/cc`), and [`IW`]
+//! (`mewa_iw`: the kernel's cubic started from a window the client asked
+//! for, seed 001); the calls that register them with the kernel, remove them
+//! and report on them (`mewa cc load`, `unload`, `status`); and
+//! [`IwStore`], through which the origin hands one socket its granted
+//! initial window.
 //!
 //! Registration outlives the process that made it: the program is registered
 //! through its `struct_ops` map (not a BPF link), and the kernel keeps a
@@ -19,6 +22,12 @@ use std::path::Path;
 
 /// The name the kernel lists the FLD_TCP control under.
 pub const FLD: &str = "mewa_fld";
+/// The name of cubic-with-a-granted-initial-window.
+pub const IW: &str = "mewa_iw";
+/// Every control `mewa cc load` registers (one BPF object).
+pub const CONTROLS: [&str; 2] = [FLD, IW];
+/// The socket storage map both controls read the granted window from.
+pub const IW_MAP: &str = "mewa_iw_req";
 
 /// Where the kernel lists the congestion controls sockets may use.
 const AVAILABLE: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
@@ -50,6 +59,9 @@ pub enum CcError {
     /// `bpftool struct_ops register` by hand).
     #[error("a congestion control named {0} is already registered by something else; `mewa cc unload` first")]
     NameTaken(&'static str),
+    /// The controls are not registered (or not by mewa).
+    #[error("mewa's congestion controls are not registered; run `mewa cc load` (as root) first")]
+    NotLoaded,
     /// Reading or deleting the registration failed.
     #[error("{what}: {reason}")]
     Bpf {
@@ -63,9 +75,9 @@ pub enum CcError {
 /// What [`load`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Loaded {
-    /// Registered now; the id of its `struct_ops` map.
+    /// Registered now; the id of [`FLD`]'s `struct_ops` map.
     Now(u32),
-    /// Already registered by an earlier `load`; the map's id.
+    /// Already registered by an earlier `load`; [`FLD`]'s map's id.
     Already(u32),
 }
 
@@ -99,19 +111,25 @@ pub fn built() -> Result<(), CcError> {
     Ok(())
 }
 
-/// The state of [`FLD`].
-pub fn status() -> Status {
-    Status {
-        name: FLD,
-        available: available().iter().any(|a| a == FLD),
-        map_id: registered_map(FLD).ok().flatten(),
-        built: built().is_ok(),
-        btf: Path::new(BTF).exists(),
-    }
+/// The state of each of [`CONTROLS`].
+pub fn status() -> Vec<Status> {
+    let available = available();
+    CONTROLS
+        .iter()
+        .map(|&name| Status {
+            name,
+            available: available.iter().any(|a| a == name),
+            map_id: registered_map(name).ok().flatten(),
+            built: built().is_ok(),
+            btf: Path::new(BTF).exists(),
+        })
+        .collect()
 }
 
-/// Registers [`FLD`] with the kernel; does nothing if mewa registered it
-/// before.
+/// Registers every one of [`CONTROLS`] with the kernel; does nothing if mewa
+/// registered them all before. A partial registration (an older build that
+/// had fewer controls) is removed and made again, so that every control
+/// shares the one [`IW_MAP`].
 pub fn load() -> Result<Loaded, CcError> {
     built()?;
     if !Path::new(BTF).exists() {
@@ -122,16 +140,18 @@ pub fn load() -> Result<Loaded, CcError> {
     if !privileged() {
         return Err(CcError::NotPermitted);
     }
-    if let Some(id) = registered_map(FLD)? {
+    if let Some(id) = all_registered()? {
         return Ok(Loaded::Already(id));
     }
-    if available().iter().any(|a| a == FLD) {
-        return Err(CcError::NameTaken(FLD));
+    unload()?;
+    let available = available();
+    if let Some(taken) = CONTROLS.iter().find(|c| available.iter().any(|a| a == *c)) {
+        return Err(CcError::NameTaken(taken));
     }
-    match imp::load_fld() {
+    match imp::load_all() {
         // Another loader (a parallel test, a second `mewa cc load`) won the
         // race: what it registered is ours too.
-        Err(CcError::NameTaken(n)) => match registered_map(FLD)? {
+        Err(CcError::NameTaken(n)) => match all_registered()? {
             Some(id) => Ok(Loaded::Already(id)),
             None => Err(CcError::NameTaken(n)),
         },
@@ -139,20 +159,131 @@ pub fn load() -> Result<Loaded, CcError> {
     }
 }
 
-/// Removes [`FLD`]; `Ok(false)` if it was not registered by mewa. Sockets
-/// that use it keep it until they close; new ones can no longer pick it.
+/// The id of [`FLD`]'s map when every one of [`CONTROLS`] is registered by
+/// mewa.
+fn all_registered() -> Result<Option<u32>, CcError> {
+    let mut fld = None;
+    for c in CONTROLS {
+        match registered_map(c)? {
+            Some(id) if c == FLD => fld = Some(id),
+            Some(_) => {}
+            None => return Ok(None),
+        }
+    }
+    Ok(fld)
+}
+
+/// Removes every one of [`CONTROLS`] mewa registered; `Ok(false)` if none
+/// was. Sockets that use one keep it until they close; new ones can no
+/// longer pick it.
 pub fn unload() -> Result<bool, CcError> {
     if !privileged() {
         return Err(CcError::NotPermitted);
     }
-    let Some(id) = registered_map(FLD)? else {
-        return Ok(false);
-    };
-    let map = libbpf_rs::MapHandle::from_map_id(id)
-        .map_err(|e| refused_or("open the struct_ops map", e))?;
-    libbpf_rs::MapCore::delete(&map, &0u32.to_ne_bytes())
-        .map_err(|e| refused_or("delete the struct_ops map's element", e))?;
-    Ok(true)
+    let mut any = false;
+    for c in CONTROLS {
+        let Some(id) = registered_map(c)? else {
+            continue;
+        };
+        let map = libbpf_rs::MapHandle::from_map_id(id)
+            .map_err(|e| refused_or("open the struct_ops map", e))?;
+        libbpf_rs::MapCore::delete(&map, &0u32.to_ne_bytes())
+            .map_err(|e| refused_or("delete the struct_ops map's element", e))?;
+        any = true;
+    }
+    Ok(any)
+}
+
+/// The window one socket asks its control to start from: the value of
+/// [`IW_MAP`] (two native-endian u32, as `struct iw_req` in the BPF source).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IwRequest {
+    /// The window asked for, segments; 0 once applied.
+    pub segments: u32,
+    /// What the control set (bounded by the peer's receive window and the
+    /// socket's clamp); 0 until applied.
+    pub granted: u32,
+}
+
+impl IwRequest {
+    fn to_bytes(self) -> [u8; 8] {
+        let mut b = [0u8; 8];
+        b[..4].copy_from_slice(&self.segments.to_ne_bytes());
+        b[4..].copy_from_slice(&self.granted.to_ne_bytes());
+        b
+    }
+
+    fn from_bytes(b: &[u8]) -> Option<IwRequest> {
+        let segments = u32::from_ne_bytes(b.get(..4)?.try_into().ok()?);
+        let granted = u32::from_ne_bytes(b.get(4..8)?.try_into().ok()?);
+        Some(IwRequest { segments, granted })
+    }
+}
+
+/// The registered controls' socket storage: how user space gives one TCP
+/// socket a window to start from. Write the request ([`IwStore::ask`]),
+/// switch the socket to [`IW`] or [`FLD`] (its `init()` applies it), read
+/// what was set ([`IwStore::granted`]).
+#[derive(Debug)]
+pub struct IwStore {
+    map: libbpf_rs::MapHandle,
+}
+
+impl IwStore {
+    /// Opens the storage of the registered controls (needs the privileges
+    /// of [`privileged`]; `mewa cc load` first).
+    pub fn open() -> Result<IwStore, CcError> {
+        built()?;
+        if !privileged() {
+            return Err(CcError::NotPermitted);
+        }
+        if all_registered()?.is_none() {
+            return Err(CcError::NotLoaded);
+        }
+        // Old storage maps live on while sockets of an earlier
+        // registration hold them; the newest is the registered one's.
+        let id = libbpf_rs::query::MapInfoIter::default()
+            .filter(|i| i.ty == libbpf_rs::MapType::SkStorage && i.name.to_str() == Some(IW_MAP))
+            .map(|i| i.id)
+            .max()
+            .ok_or(CcError::NotLoaded)?;
+        let map = libbpf_rs::MapHandle::from_map_id(id)
+            .map_err(|e| refused_or("open the initial-window storage", e))?;
+        Ok(IwStore { map })
+    }
+
+    /// Asks the control of `socket` (a TCP socket's fd) to start from
+    /// `segments` when it is next initialised.
+    pub fn ask(&self, socket: std::os::fd::BorrowedFd<'_>, segments: u32) -> Result<(), CcError> {
+        use std::os::fd::AsRawFd;
+        let req = IwRequest {
+            segments,
+            granted: 0,
+        };
+        libbpf_rs::MapCore::update(
+            &self.map,
+            &socket.as_raw_fd().to_ne_bytes(),
+            &req.to_bytes(),
+            libbpf_rs::MapFlags::ANY,
+        )
+        .map_err(|e| refused_or("store the socket's initial window", e))
+    }
+
+    /// What the control set for `socket`: `None` if nothing was asked or it
+    /// has not been applied yet.
+    pub fn granted(&self, socket: std::os::fd::BorrowedFd<'_>) -> Result<Option<u32>, CcError> {
+        use std::os::fd::AsRawFd;
+        let v = libbpf_rs::MapCore::lookup(
+            &self.map,
+            &socket.as_raw_fd().to_ne_bytes(),
+            libbpf_rs::MapFlags::ANY,
+        )
+        .map_err(|e| refused_or("read the socket's initial window", e))?;
+        Ok(v.as_deref()
+            .and_then(IwRequest::from_bytes)
+            .map(|r| r.granted)
+            .filter(|&g| g > 0))
+    }
 }
 
 /// Whether this process holds CAP_SYS_ADMIN, or CAP_BPF with CAP_NET_ADMIN:
@@ -216,7 +347,7 @@ mod imp {
 
     use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 
-    use super::{CcError, FLD};
+    use super::{CcError, FLD, IW};
 
     // Generated by libbpf-cargo (build.rs): raw pointers into libbpf and
     // the embedded object, hence the one place this crate allows unsafe.
@@ -229,32 +360,39 @@ mod imp {
         unused_qualifications
     )]
     mod skel {
-        include!(concat!(env!("OUT_DIR"), "/mewa_fld.skel.rs"));
+        include!(concat!(env!("OUT_DIR"), "/mewa.skel.rs"));
     }
 
-    fn refused(e: libbpf_rs::Error) -> CcError {
-        match e.kind() {
+    fn refused(name: &'static str) -> impl Fn(libbpf_rs::Error) -> CcError {
+        move |e| match e.kind() {
             libbpf_rs::ErrorKind::PermissionDenied => CcError::NotPermitted,
-            libbpf_rs::ErrorKind::AlreadyExists => CcError::NameTaken(FLD),
+            libbpf_rs::ErrorKind::AlreadyExists => CcError::NameTaken(name),
             _ => CcError::Refused {
-                name: FLD,
+                name,
                 reason: format!("{e:#}"),
             },
         }
     }
 
-    /// Opens, verifies and registers the program; returns its map's id.
-    pub(super) fn load_fld() -> Result<u32, CcError> {
+    /// Opens, verifies and registers the programs; returns [`FLD`]'s map's
+    /// id.
+    pub(super) fn load_all() -> Result<u32, CcError> {
         let mut storage = MaybeUninit::uninit();
-        let open = skel::MewaFldSkelBuilder::default()
+        let open = skel::MewaSkelBuilder::default()
             .open(&mut storage)
-            .map_err(refused)?;
-        let mut skel = open.load().map_err(refused)?;
-        let mut link = skel.maps.mewa_fld.attach_struct_ops().map_err(refused)?;
+            .map_err(refused(FLD))?;
+        let mut skel = open.load().map_err(refused(FLD))?;
         // The registration is the map's element; dropping the link would
         // delete it. Disconnected, it stays when this process exits.
+        let mut link = skel
+            .maps
+            .mewa_fld
+            .attach_struct_ops()
+            .map_err(refused(FLD))?;
         link.disconnect();
-        let info = libbpf_rs::MapCore::info(&skel.maps.mewa_fld).map_err(refused)?;
+        let mut link = skel.maps.mewa_iw.attach_struct_ops().map_err(refused(IW))?;
+        link.disconnect();
+        let info = libbpf_rs::MapCore::info(&skel.maps.mewa_fld).map_err(refused(FLD))?;
         Ok(info.info.id)
     }
 }
@@ -263,7 +401,7 @@ mod imp {
 mod imp {
     use super::CcError;
 
-    pub(super) fn load_fld() -> Result<u32, CcError> {
+    pub(super) fn load_all() -> Result<u32, CcError> {
         Err(CcError::NotBuilt(env!("MEWA_NO_BPF_REASON")))
     }
 }

@@ -14,6 +14,8 @@
 //! - [`dispatch`]: the books of n connections behind a lock, and the one
 //!   wait loop that places a request when a connection has room (the
 //!   proxy's and the lab loader's).
+//! - [`iw`] (pure): seed 001's initial window to ask the server for, from
+//!   the hint's page size, computation latency and α and the handshake RTT.
 //! - [`proxy`]: the local forward proxy a browser uses: hint, plan, n h2c
 //!   connections, requests on the planned connections ([`proxy::Session`]
 //!   without the proxy).
@@ -21,6 +23,7 @@
 pub mod advice;
 pub mod cookie;
 pub mod dispatch;
+pub mod iw;
 pub mod proxy;
 pub mod rate;
 pub mod resolve;

@@ -62,6 +62,22 @@ pub enum BedError {
     Runtime(String),
 }
 
+/// Sets `host`'s TCP receive buffers (`net.ipv4.tcp_rmem`) to start at
+/// `rmem` bytes (autotuning up to 32 MB). A receiver's first advertised
+/// window follows this value: Linux's stock 128 KB advertises about 64 KB,
+/// which caps a sender's first flights at about 45 segments, below what
+/// seed 001 and seed 002 send (Android starts LTE sockets at 1 MB).
+pub fn set_tcp_rmem(topo: &Topology, host: &str, rmem: usize) -> Result<(), BedError> {
+    let value = format!("4096 {rmem} 33554432");
+    topo.in_namespace(host, || {
+        std::fs::write("/proc/sys/net/ipv4/tcp_rmem", &value)
+    })?
+    .map_err(|e| BedError::Server {
+        what: "net.ipv4.tcp_rmem",
+        message: format!("setting it in {host}: {e}"),
+    })
+}
+
 /// A link with `rtt_ms` of round trip, half each way, `down` and `up`
 /// rates, mahimahi's default unbounded drop-tail queue and no loss: every
 /// link the experiments build is of this shape.
@@ -87,6 +103,9 @@ pub struct OriginSettings {
     pub congestion: String,
     /// Where the local test CA lives (created if missing).
     pub ca_dir: PathBuf,
+    /// Grant the initial windows clients ask for (seed 001); needs
+    /// `mewa cc load` for TCP.
+    pub iw: Option<mewa_origin::IwPolicy>,
 }
 
 /// A running testbed; dropping it stops the origin and removes the
@@ -231,6 +250,7 @@ impl Bed {
             },
             quic_congestion: None,
             cert_groups: groups,
+            iw: origin.iw.clone(),
         };
         let ca_cert = origin.ca_dir.join(mewa_origin::tls::CA_CERT);
         let corpus = corpus.clone();

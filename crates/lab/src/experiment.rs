@@ -238,6 +238,7 @@ impl OriginChoice {
         Ok(OriginSettings {
             congestion: self.cc.clone(),
             ca_dir: ca_dir_or_default(&self.ca_dir)?,
+            iw: None,
         })
     }
 }

@@ -435,6 +435,7 @@ pub(crate) mod tests {
             ready_us: Some(open + 10),
             close_us: close,
             error: None,
+            iw: None,
         }
     }
 

@@ -170,6 +170,36 @@ pub struct ConnectionTiming {
     /// Why the connection failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The initial window asked of the server and what it granted (seed
+    /// 001), when the load asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iw: Option<IwRecord>,
+}
+
+/// One connection's initial-window exchange.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IwRecord {
+    /// Segments asked for in the first request (none: the choice was the
+    /// default window, so nothing was asked).
+    pub asked: Option<u32>,
+    /// The handshake RTT the choice used, µs.
+    pub rtt_us: u64,
+    /// Why the default window was kept, if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+    /// What the server said it granted (`mewa-iw-granted`): segments, or 0
+    /// with its reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub granted: Option<String>,
+}
+
+impl IwRecord {
+    /// The granted segments, when the server granted a window.
+    pub fn granted_segments(&self) -> Option<u32> {
+        let g = self.granted.as_deref()?;
+        let n: u32 = g.split(';').next()?.trim().parse().ok()?;
+        (n > 0).then_some(n)
+    }
 }
 
 /// Everything one page load recorded.

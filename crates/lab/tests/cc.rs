@@ -134,6 +134,7 @@ fn cross_traffic_shares_the_bottleneck_and_is_logged() {
         &OriginSettings {
             congestion: "cubic".into(),
             ca_dir: ca.clone(),
+            iw: None,
         },
     )
     .unwrap();

@@ -51,6 +51,7 @@ fn loads_cross_the_emulated_link_with_its_delay_and_rate() {
         &OriginSettings {
             congestion: "cubic".into(),
             ca_dir: ca_dir("bed"),
+            iw: None,
         },
     )
     .unwrap();

@@ -49,6 +49,7 @@ fn bed(corpus: &Corpus, tmp: &TempDir) -> Bed {
         &OriginSettings {
             congestion: "cubic".into(),
             ca_dir: tmp.path().join("ca"),
+            iw: None,
         },
     )
     .unwrap()

@@ -1,8 +1,9 @@
 //! `mewa cc …`: register, remove and inspect the BPF congestion controls
-//! (FLD_TCP as `mewa_fld`) that sockets can then pick by name.
+//! (FLD_TCP as `mewa_fld`; cubic with a granted initial window as `mewa_iw`)
+//! that sockets can then pick by name.
 
 use clap::{Args, Subcommand};
-use mewa_cc_bpf::{CcError, Loaded, FLD};
+use mewa_cc_bpf::{CcError, Loaded, CONTROLS, FLD, IW};
 
 #[derive(Debug, Args)]
 pub struct CcCmd {
@@ -12,41 +13,47 @@ pub struct CcCmd {
 
 #[derive(Debug, Subcommand)]
 enum Which {
-    /// Register mewa_fld (FLD_TCP, seed 002) with the kernel. It stays
-    /// registered after this command exits, in every network namespace,
-    /// until `mewa cc unload` or a reboot (needs root).
+    /// Register mewa_fld (FLD_TCP, seed 002) and mewa_iw (cubic started
+    /// from the initial window the client asked for, seed 001) with the
+    /// kernel. They stay registered after this command exits, in every
+    /// network namespace, until `mewa cc unload` or a reboot (needs root).
     Load,
-    /// Remove mewa_fld; connections using it keep it until they close.
+    /// Remove them; connections using one keep it until they close.
     Unload,
-    /// Whether mewa_fld is registered, and what the kernel offers.
+    /// Whether they are registered, and what the kernel offers.
     Status,
 }
 
 pub fn run(c: CcCmd) -> anyhow::Result<()> {
     match c.which {
         Which::Load => {
+            let names = CONTROLS.join(" and ");
             match mewa_cc_bpf::load().map_err(explain)? {
-                Loaded::Now(id) => println!("{FLD} registered (struct_ops map {id}); pick it with `mewa origin serve --cc {FLD}`"),
-                Loaded::Already(id) => println!("{FLD} was already registered (struct_ops map {id})"),
+                Loaded::Now(_) => println!("{names} registered; pick FLD_TCP with `mewa origin serve --cc {FLD}`; `--iw-max` makes the origin grant initial windows through {IW}"),
+                Loaded::Already(_) => println!("{names} were already registered"),
             }
             Ok(())
         }
         Which::Unload => {
+            let names = CONTROLS.join(" and ");
             if mewa_cc_bpf::unload().map_err(explain)? {
-                println!("{FLD} removed");
+                println!("{names} removed");
             } else {
-                println!("{FLD} was not registered; nothing to do");
+                println!("{names} were not registered; nothing to do");
             }
             Ok(())
         }
         Which::Status => {
-            let s = mewa_cc_bpf::status();
-            let state = match (s.available, s.map_id) {
-                (true, Some(id)) => format!("registered (struct_ops map {id})"),
-                (true, None) => "listed by the kernel, but not as mewa's struct_ops map (registered by hand, or listing maps needs root)".to_owned(),
-                (false, _) => "not registered (`mewa cc load`)".to_owned(),
-            };
-            println!("{}: {state}", s.name);
+            let all = mewa_cc_bpf::status();
+            for s in &all {
+                let state = match (s.available, s.map_id) {
+                    (true, Some(id)) => format!("registered (struct_ops map {id})"),
+                    (true, None) => "listed by the kernel, but not as mewa's struct_ops map (registered by hand, or listing maps needs root)".to_owned(),
+                    (false, _) => "not registered (`mewa cc load`)".to_owned(),
+                };
+                println!("{}: {state}", s.name);
+            }
+            let btf = all.first().is_some_and(|s| s.btf);
             println!(
                 "  BPF program in this build: {}",
                 match mewa_cc_bpf::built() {
@@ -54,7 +61,7 @@ pub fn run(c: CcCmd) -> anyhow::Result<()> {
                     Err(e) => format!("no: {e}"),
                 }
             );
-            println!("  kernel BTF: {}", if s.btf { "yes" } else { "no" });
+            println!("  kernel BTF: {}", if btf { "yes" } else { "no" });
             println!(
                 "  available controls: {}",
                 mewa_cc_bpf::available().join(" ")

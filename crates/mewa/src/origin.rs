@@ -52,6 +52,15 @@ struct ServeArgs {
         value_parser = PossibleValuesParser::new(QuicCc::NAMES).try_map(|s| s.parse::<QuicCc>()),
     )]
     quic_cc: Option<QuicCc>,
+    /// Grant the initial congestion window a client asks for in its first
+    /// request on a connection (`mewa-iw: N`, seed 001), over TCP and QUIC.
+    /// TCP needs `mewa cc load` first: the window is set by mewa_iw (cubic)
+    /// or, with --cc fld, by mewa_fld.
+    #[arg(long)]
+    iw: bool,
+    /// The largest initial window granted, segments (with --iw).
+    #[arg(long, value_name = "SEGMENTS", default_value_t = mewa_origin::iw::DEFAULT_MAX_SEGMENTS, value_parser = clap::value_parser!(u32).range(1..=65535))]
+    iw_max: u32,
     /// Server think time before each response, e.g. 20ms, 0.5s.
     #[arg(long, default_value = "0ms", value_parser = parse_duration)]
     think: Duration,
@@ -213,6 +222,13 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
         },
         quic_congestion: Some(a.quic().factory()),
         cert_groups: Vec::new(),
+        iw: a.iw.then(|| mewa_origin::IwPolicy {
+            max_segments: a.iw_max,
+            tcp_control: match a.tcp_cc().as_deref() {
+                Some(mewa_cc_bpf::FLD) => mewa_cc_bpf::FLD.into(),
+                _ => mewa_cc_bpf::IW.into(),
+            },
+        }),
     };
     mewa_origin::run_until_ctrl_c(&corpus, config, |o| {
         let s = o.store();
@@ -236,6 +252,12 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
             "  TCP congestion control:  {}",
             a.tcp_cc().as_deref().unwrap_or("system default")
         );
+        if a.iw {
+            println!(
+                "  initial windows: granted on request (mewa-iw), at most {} segments",
+                a.iw_max
+            );
+        }
         if o.h3_addr().is_some() {
             println!(
                 "  QUIC congestion control: {} ({})",

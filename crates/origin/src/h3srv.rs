@@ -7,11 +7,31 @@ use http::Response;
 use mewa_corpus::Scheme;
 use tokio::task::JoinSet;
 
+use crate::iw::{ConnWindow, IwFactory, IwPolicy, QuicSlot};
 use crate::respond::{respond, HttpOptions};
+use crate::server::{with_grant, QuicCongestion};
 use crate::store::Store;
 
+/// What a QUIC connection needs to grant initial windows: its own
+/// controller (the origin's, wrapped in [`IwController`] on a slot of its
+/// own), hence its own server configuration.
+#[derive(Clone)]
+pub(crate) struct QuicIw {
+    /// The endpoint's configuration.
+    pub base: quinn::ServerConfig,
+    /// The controller every connection gets.
+    pub inner: QuicCongestion,
+    /// What is granted.
+    pub policy: Arc<IwPolicy>,
+}
+
 /// Accepts QUIC connections until the endpoint closes.
-pub(crate) async fn accept_quic(endpoint: quinn::Endpoint, store: Arc<Store>, http: HttpOptions) {
+pub(crate) async fn accept_quic(
+    endpoint: quinn::Endpoint,
+    store: Arc<Store>,
+    http: HttpOptions,
+    iw: Option<QuicIw>,
+) {
     let http = Arc::new(http);
     let mut conns = JoinSet::new();
     loop {
@@ -19,9 +39,25 @@ pub(crate) async fn accept_quic(endpoint: quinn::Endpoint, store: Arc<Store>, ht
             inc = endpoint.accept() => {
                 let Some(inc) = inc else { break };
                 let (store, http) = (store.clone(), http.clone());
+                let (connecting, window) = match &iw {
+                    None => (inc.accept(), None),
+                    Some(q) => {
+                        let slot = Arc::new(QuicSlot::default());
+                        let mut tc = quinn::TransportConfig::default();
+                        tc.congestion_controller_factory(Arc::new(IwFactory {
+                            inner: q.inner.clone(),
+                            slot: slot.clone(),
+                        }));
+                        let mut sc = q.base.clone();
+                        sc.transport_config(Arc::new(tc));
+                        let w = Arc::new(ConnWindow::quic(slot, q.policy.clone()));
+                        (inc.accept_with(Arc::new(sc)), Some(w))
+                    }
+                };
+                let Ok(connecting) = connecting else { continue };
                 conns.spawn(async move {
-                    if let Ok(conn) = inc.await {
-                        serve_conn(conn, store, http).await;
+                    if let Ok(conn) = connecting.await {
+                        serve_conn(conn, store, http, window).await;
                     }
                 });
             }
@@ -30,7 +66,12 @@ pub(crate) async fn accept_quic(endpoint: quinn::Endpoint, store: Arc<Store>, ht
     }
 }
 
-async fn serve_conn(conn: quinn::Connection, store: Arc<Store>, http: Arc<HttpOptions>) {
+async fn serve_conn(
+    conn: quinn::Connection,
+    store: Arc<Store>,
+    http: Arc<HttpOptions>,
+    window: Option<Arc<ConnWindow>>,
+) {
     let Ok(mut h3c) =
         h3::server::Connection::<_, Bytes>::new(h3_quinn::Connection::new(conn)).await
     else {
@@ -41,7 +82,7 @@ async fn serve_conn(conn: quinn::Connection, store: Arc<Store>, http: Arc<HttpOp
         tokio::select! {
             r = h3c.accept() => match r {
                 Ok(Some(resolver)) => {
-                    let (store, http) = (store.clone(), http.clone());
+                    let (store, http, window) = (store.clone(), http.clone(), window.clone());
                     reqs.spawn(async move {
                         let Ok((req, mut stream)) = resolver.resolve_request().await else {
                             return;
@@ -50,7 +91,8 @@ async fn serve_conn(conn: quinn::Connection, store: Arc<Store>, http: Arc<HttpOp
                         if !wait.is_zero() {
                             tokio::time::sleep(wait).await;
                         }
-                        let (parts, body) = respond(&store, Scheme::Https, &req, &http).into_parts();
+                        let resp = respond(&store, Scheme::Https, &req, &http);
+                        let (parts, body) = with_grant(&window, &req, resp).into_parts();
                         if stream.send_response(Response::from_parts(parts, ())).await.is_err() {
                             return;
                         }

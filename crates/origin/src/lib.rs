@@ -23,12 +23,15 @@
 //!   buffers and an accept hook.
 //! - [`quic_cc`]: FLD_TCP and Reno (`mewa-cc`) as quinn congestion
 //!   controllers, and the names `--quic-cc` takes for every controller.
+//! - [`iw`]: seed 001's initial window as the client asks for it
+//!   (`mewa-iw`), set per connection over Linux TCP (BPF) and QUIC.
 //! - [`server`]: [`Origin`], which binds the listeners and serves until told
 //!   to stop.
 //!
 //! docs/ORIGIN.md describes what is served and how to trust the certificates.
 
 pub mod h2;
+pub mod iw;
 pub mod quic_cc;
 pub mod respond;
 pub mod server;
@@ -38,6 +41,7 @@ pub mod tls;
 
 mod h3srv;
 
+pub use iw::IwPolicy;
 pub use quic_cc::{QuicCc, QuicCcError};
 pub use respond::{respond, HttpOptions};
 pub use server::{run_until_ctrl_c, serve, Origin, OriginConfig, OriginError, QuicCongestion};

@@ -19,6 +19,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
+use crate::iw::{ConnWindow, IwPolicy};
 use crate::respond::{respond, think_time, HttpOptions};
 use crate::store::{Store, StoreError};
 use crate::tcp::{bind_tcp, AcceptHook, TcpError, TcpOptions};
@@ -53,6 +54,10 @@ pub struct OriginConfig {
     /// certificate names every host. The lab gives each group of a recorded
     /// page its own address and certificate ([`mewa_corpus::Corpus::connection_groups`]).
     pub cert_groups: Vec<Vec<String>>,
+    /// Grant the initial window clients ask for (`mewa-iw`, seed 001);
+    /// `None` ignores the header. Over TCP this needs mewa's BPF controls
+    /// registered (`mewa cc load`) and the privileges to reach their map.
+    pub iw: Option<IwPolicy>,
 }
 
 impl std::fmt::Debug for OriginConfig {
@@ -68,6 +73,7 @@ impl std::fmt::Debug for OriginConfig {
                 "quic_congestion",
                 &self.quic_congestion.as_ref().map(|_| "ControllerFactory"),
             )
+            .field("iw", &self.iw)
             .finish()
     }
 }
@@ -96,6 +102,9 @@ pub enum OriginError {
     /// ([`run_until_ctrl_c`]).
     #[error("runtime: {0}")]
     Runtime(std::io::Error),
+    /// Initial windows over TCP need mewa's BPF controls.
+    #[error("granting initial windows over TCP (--iw-max): {0}")]
+    Iw(mewa_cc_bpf::CcError),
     /// No listener address was given; set at least one of plain, tls, h3.
     #[error("no listener: give at least one of the plain, TLS and HTTP/3 addresses")]
     NoListener,
@@ -110,6 +119,8 @@ struct Ctx {
     h1: http1::Builder,
     /// HTTP/2 (ours, [`crate::h2`]).
     h2: crate::h2::Config,
+    /// The initial-window policy and, for TCP, the BPF storage.
+    iw: Option<(Arc<IwPolicy>, Option<Arc<mewa_cc_bpf::IwStore>>)>,
 }
 
 /// A bound origin; [`Origin::serve`] runs it.
@@ -118,6 +129,9 @@ pub struct Origin {
     plain: Option<TcpListener>,
     tls: Option<(TcpListener, TlsAcceptor)>,
     h3: Option<quinn::Endpoint>,
+    /// What each QUIC connection needs for its own controller when initial
+    /// windows are granted.
+    quic_iw: Option<crate::h3srv::QuicIw>,
     certs: Option<Certs>,
 }
 
@@ -140,6 +154,20 @@ impl Origin {
             return Err(OriginError::NoListener);
         }
         let store = Arc::new(Store::new(corpus)?);
+        let iw = match &config.iw {
+            None => None,
+            Some(p) => {
+                let tcp = config.plain.is_some() || config.tls.is_some();
+                let bpf = if tcp {
+                    Some(Arc::new(
+                        mewa_cc_bpf::IwStore::open().map_err(OriginError::Iw)?,
+                    ))
+                } else {
+                    None
+                };
+                Some((Arc::new(p.clone()), bpf))
+            }
+        };
         let certs = if config.tls.is_some() || config.h3.is_some() {
             let ca = Ca::load_or_create(&config.ca_dir)?;
             Some(ca.issue_grouped(&store.hosts(), &config.cert_groups)?)
@@ -163,6 +191,7 @@ impl Origin {
             }
             _ => None,
         };
+        let mut quic_iw = None;
         let h3 = match (config.h3, &certs) {
             (Some(addr), Some(c)) => {
                 let mut sc = quinn::ServerConfig::with_crypto(Arc::new(c.quic_config()?));
@@ -171,6 +200,16 @@ impl Origin {
                     tc.congestion_controller_factory(f.clone());
                 }
                 sc.transport_config(Arc::new(tc));
+                if let Some((policy, _)) = &iw {
+                    quic_iw = Some(crate::h3srv::QuicIw {
+                        base: sc.clone(),
+                        inner: config
+                            .quic_congestion
+                            .clone()
+                            .unwrap_or_else(|| Arc::new(quinn::congestion::CubicConfig::default())),
+                        policy: policy.clone(),
+                    });
+                }
                 Some(
                     quinn::Endpoint::server(sc, addr)
                         .map_err(|error| OriginError::Quic { addr, error })?,
@@ -201,10 +240,12 @@ impl Origin {
                 hook: config.tcp.on_accept,
                 h1,
                 h2,
+                iw,
             }),
             plain,
             tls,
             h3,
+            quic_iw,
             certs,
         })
     }
@@ -250,6 +291,7 @@ impl Origin {
                 e,
                 self.ctx.store.clone(),
                 self.ctx.http.clone(),
+                self.quic_iw,
             ));
         }
         shutdown.await;
@@ -323,9 +365,15 @@ async fn accept_tcp(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Arc<Ct
                     // Objects are written whole; Nagle would only delay the
                     // last segment of each response.
                     let _ = stream.set_nodelay(true);
+                    let window = match &ctx.iw {
+                        Some((policy, Some(store))) => {
+                            ConnWindow::tcp(&stream, store.clone(), policy.clone()).ok().map(Arc::new)
+                        }
+                        _ => None,
+                    };
                     let (tls, ctx) = (tls.clone(), ctx.clone());
                     conns.spawn(async move {
-                        serve_tcp(stream, tls, ctx).await;
+                        serve_tcp(stream, tls, ctx, window).await;
                         drop(slot);
                     });
                 }
@@ -380,12 +428,30 @@ impl Drop for SourceSlot {
     }
 }
 
-async fn serve_tcp(stream: TcpStream, tls: Option<TlsAcceptor>, ctx: Arc<Ctx>) {
+/// This connection's initial-window grant, if the origin grants them.
+pub(crate) type Window = Option<Arc<ConnWindow>>;
+
+/// `response` with the grant `window` made for `req`, if any, said in its
+/// headers.
+pub(crate) fn with_grant<B, R>(
+    window: &Window,
+    req: &http::Request<B>,
+    mut response: http::Response<R>,
+) -> http::Response<R> {
+    if let Some(g) = window.as_ref().and_then(|w| w.on_request(req.headers())) {
+        response
+            .headers_mut()
+            .insert(crate::iw::GRANTED_HEADER, g.header_value());
+    }
+    response
+}
+
+async fn serve_tcp(stream: TcpStream, tls: Option<TlsAcceptor>, ctx: Arc<Ctx>, window: Window) {
     let limit = ctx.http.header_read_timeout;
     match tls {
         None => match tokio::time::timeout(limit, starts_with_h2_preface(&stream)).await {
-            Ok(Some(true)) => serve_h2(stream, Scheme::Http, &ctx).await,
-            Ok(Some(false)) => serve_h1(TokioIo::new(stream), Scheme::Http, ctx).await,
+            Ok(Some(true)) => serve_h2(stream, Scheme::Http, &ctx, window).await,
+            Ok(Some(false)) => serve_h1(TokioIo::new(stream), Scheme::Http, ctx, window).await,
             // Closed or silent: nothing to serve.
             Ok(None) | Err(_) => {}
         },
@@ -394,9 +460,9 @@ async fn serve_tcp(stream: TcpStream, tls: Option<TlsAcceptor>, ctx: Arc<Ctx>) {
                 return;
             };
             if s.get_ref().1.alpn_protocol() == Some(b"h2") {
-                serve_h2(s, Scheme::Https, &ctx).await;
+                serve_h2(s, Scheme::Https, &ctx, window).await;
             } else {
-                serve_h1(TokioIo::new(s), Scheme::Https, ctx).await;
+                serve_h1(TokioIo::new(s), Scheme::Https, ctx, window).await;
             }
         }
     }
@@ -425,7 +491,7 @@ async fn starts_with_h2_preface(stream: &TcpStream) -> Option<bool> {
     }
 }
 
-async fn serve_h2<I>(io: I, scheme: Scheme, ctx: &Ctx)
+async fn serve_h2<I>(io: I, scheme: Scheme, ctx: &Ctx, window: Window)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
@@ -433,18 +499,20 @@ where
         io,
         ctx.h2.clone(),
         |req| think_time(&ctx.store, req, &ctx.http),
-        |req| respond(&ctx.store, scheme, req, &ctx.http),
+        // Called when the answer is due, before any of its bytes.
+        |req| with_grant(&window, req, respond(&ctx.store, scheme, req, &ctx.http)),
     )
     .await;
 }
 
-async fn serve_h1<I>(io: I, scheme: Scheme, ctx: Arc<Ctx>)
+async fn serve_h1<I>(io: I, scheme: Scheme, ctx: Arc<Ctx>, window: Window)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let c = ctx.clone();
     let svc = service_fn(move |req: hyper::Request<Incoming>| {
         let c = c.clone();
+        let window = window.clone();
         async move {
             // Requests with a body are read (up to a limit) before answering,
             // so that a broken body ends the request instead of being
@@ -467,7 +535,8 @@ where
             if !wait.is_zero() {
                 tokio::time::sleep(wait).await;
             }
-            Ok::<_, Infallible>(respond(&c.store, scheme, &req, &c.http).map(Full::new))
+            let r = with_grant(&window, &req, respond(&c.store, scheme, &req, &c.http));
+            Ok::<_, Infallible>(r.map(Full::new))
         }
     });
     // Malformed requests end just this connection; hyper has already

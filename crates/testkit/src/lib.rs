@@ -86,6 +86,7 @@ pub fn origin_config(ca_dir: PathBuf) -> OriginConfig {
         tcp: TcpOptions::default(),
         quic_congestion: None,
         cert_groups: Vec::new(),
+        iw: None,
     }
 }
 

@@ -249,6 +249,7 @@ pub fn run_setup(
     let origin = OriginSettings {
         congestion: cfg.congestion.clone(),
         ca_dir: cfg.ca_dir.clone(),
+        iw: None,
     };
     for &rtt in &cfg.rtts_ms {
         let bed = Bed::start(

@@ -53,7 +53,7 @@ pub const FLD: &str = "mewa_fld";
 pub const CLIENT_RMEM: usize = 1 << 20;
 
 /// `ms` of queue at `bps`, in bytes (at least 10 full packets).
-fn queue_bytes(bps: u64, ms: u64) -> usize {
+pub(crate) fn queue_bytes(bps: u64, ms: u64) -> usize {
     ((bps / 8).saturating_mul(ms) / 1000).max(15_000) as usize
 }
 
@@ -64,7 +64,7 @@ fn link(one_way: Duration, bps: u64, queue_bytes: Option<usize>) -> LinkConfig {
 
 /// Checks the congestion controls named exist (after `mewa cc load` for
 /// FLD_TCP), so a run does not fail half-way.
-fn check_controls(ccs: &[String]) -> Result<(), ExperimentError> {
+pub(crate) fn check_controls(ccs: &[String]) -> Result<(), ExperimentError> {
     let available = mewa_origin::available_congestion_controls();
     for cc in ccs {
         if !available.iter().any(|a| a == cc) {
@@ -86,16 +86,12 @@ fn check_controls(ccs: &[String]) -> Result<(), ExperimentError> {
 }
 
 /// Sets the client namespace's initial receive buffer to `rmem` bytes.
-fn set_client_rmem(topo: &Topology, host: &str, rmem: usize) -> Result<(), ExperimentError> {
-    let value = format!("4096 {rmem} 33554432");
-    topo.in_namespace(host, || {
-        std::fs::write("/proc/sys/net/ipv4/tcp_rmem", &value)
-    })
-    .map_err(|e| ExperimentError::Bed(e.into()))?
-    .map_err(|e| ExperimentError::Config {
-        field: "--client-rmem",
-        message: format!("setting net.ipv4.tcp_rmem in {host}: {e}"),
-    })
+pub(crate) fn set_client_rmem(
+    topo: &Topology,
+    host: &str,
+    rmem: usize,
+) -> Result<(), ExperimentError> {
+    crate::bed::set_tcp_rmem(topo, host, rmem).map_err(ExperimentError::Bed)
 }
 
 // ---------------------------------------------------------------- bulk
@@ -1510,6 +1506,7 @@ mod tests {
             ready_us: Some(connected),
             close_us: Some(10_000_000),
             error: None,
+            iw: None,
         }
     }
 

@@ -238,6 +238,22 @@ pub struct LoadOptions {
     /// so a server that schedules by RFC 9218 urgency treats the loader's
     /// requests as it treats Chromium's.
     pub priorities: bool,
+    /// Seed 001: ask the server of every connection for an initial
+    /// congestion window in the connection's first request (`mewa-iw`);
+    /// `None` asks nothing (the default window).
+    pub iw: Option<IwAsk>,
+}
+
+/// What initial window a load asks each connection's server for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum IwAsk {
+    /// The same window on every connection (what an operator would set
+    /// for every page instead).
+    Fixed(u32),
+    /// Seed 001's Algorithm 1 ([`mewa_client::iw::choose`]) with the
+    /// page's facts (as the edge's hint gives them) and the RTT measured on
+    /// the connection's handshake.
+    Aware(mewa_client::iw::PageFacts),
 }
 
 impl Default for LoadOptions {
@@ -261,6 +277,7 @@ impl Default for LoadOptions {
             timeout: Duration::from_secs(120),
             streaming: true,
             priorities: true,
+            iw: None,
         }
     }
 }

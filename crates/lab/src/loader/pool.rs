@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use mewa_model::sync::lock;
 
 use crate::loader::conn::OpenError;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
 use http::{HeaderMap, Request, Response};
@@ -22,8 +22,8 @@ use tokio::sync::{OnceCell, Semaphore};
 use tokio::task::JoinHandle;
 
 use super::conn::{self, Sender, Target};
-use super::{LoadError, LoadOptions};
-use crate::record::{Chunk, ConnectionTiming, ObjectTiming, Protocol};
+use super::{IwAsk, LoadError, LoadOptions};
+use crate::record::{Chunk, ConnectionTiming, IwRecord, ObjectTiming, Protocol};
 
 /// A multiplexed connection's sender and its record id.
 type MuxSlot = Arc<OnceCell<Result<(Sender, u32), OpenError>>>;
@@ -98,6 +98,9 @@ pub(crate) struct Shared {
     progress: Option<tokio::sync::mpsc::UnboundedSender<(u32, u64)>>,
     /// The `priority` header value (RFC 9218) of each object, by id.
     priority: HashMap<u32, &'static str>,
+    /// Connections whose first request has yet to ask for this initial
+    /// window (segments), by connection id.
+    iw_pending: Mutex<HashMap<u32, u32>>,
 }
 
 /// An object's timing before anything happened to it.
@@ -156,6 +159,7 @@ impl Shared {
             groups: Mutex::new(HashMap::new()),
             progress: None,
             priority: HashMap::new(),
+            iw_pending: Mutex::new(HashMap::new()),
         })
     }
 
@@ -232,6 +236,7 @@ impl Shared {
                 ready_us: None,
                 close_us: None,
                 error: None,
+                iw: None,
             });
             id
         };
@@ -249,6 +254,28 @@ impl Shared {
             Ok(o) => {
                 rec.connected_us = Some(o.connected_us);
                 rec.ready_us = Some(o.ready_us);
+                if let Some(ask) = self.opts.iw {
+                    // The handshake's round trip: SYN to SYN-ACK for TCP,
+                    // the Initial to the handshake's end for QUIC.
+                    let rtt = Duration::from_micros(o.connected_us.saturating_sub(rec.open_us));
+                    let (asked, fallback) = match ask {
+                        IwAsk::Fixed(n) => (Some(n), None),
+                        IwAsk::Aware(facts) => {
+                            let c = mewa_client::iw::choose(facts, rtt);
+                            tracing::debug!(?c, "initial window for connection {id}");
+                            (c.worth_asking().then_some(c.segments), c.fallback)
+                        }
+                    };
+                    if let Some(n) = asked {
+                        lock(&self.iw_pending).insert(id, n);
+                    }
+                    rec.iw = Some(IwRecord {
+                        asked,
+                        rtt_us: rtt.as_micros() as u64,
+                        fallback,
+                        granted: None,
+                    });
+                }
                 lock(&self.drivers).push(o.driver);
                 Ok((o.sender, id))
             }
@@ -354,7 +381,7 @@ impl Shared {
                                     t.error = Some(format!("HTTP/2 connection {id} closed: {e}"));
                                 } else {
                                     t.request_us = self.now_us();
-                                    match s.send_request(self.request(&object, true)).await {
+                                    match s.send_request(self.request(&object, true, *id)).await {
                                         Ok(resp) => {
                                             self.read_hyper(resp, &mut t, &mut |b| credit.take(b))
                                                 .await
@@ -405,7 +432,7 @@ impl Shared {
                     return t;
                 }
                 t.request_us = self.now_us();
-                match send.send_request(self.request(&object, false)).await {
+                match send.send_request(self.request(&object, false, id)).await {
                     Ok(resp) => self.read_hyper(resp, &mut t, &mut |_| {}).await,
                     Err(e) => t.error = Some(format!("HTTP/1.1 request: {e}")),
                 }
@@ -423,13 +450,21 @@ impl Shared {
         t
     }
 
-    fn request(&self, object: &Object, absolute: bool) -> Request<Empty<Bytes>> {
+    /// The initial window connection `id`'s first request asks for, once.
+    fn iw_ask(&self, id: u32) -> Option<u32> {
+        lock(&self.iw_pending).remove(&id)
+    }
+
+    fn request(&self, object: &Object, absolute: bool, conn: u32) -> Request<Empty<Bytes>> {
         let uri = if absolute {
             object.url(self.scheme)
         } else {
             object.path.clone()
         };
         let mut b = Request::get(uri).header("user-agent", "mewa-loader");
+        if let Some(n) = self.iw_ask(conn) {
+            b = b.header(mewa_client::iw::HEADER, n);
+        }
         if !absolute {
             b = b.header("host", object.host.as_str());
         }
@@ -445,6 +480,13 @@ impl Shared {
         t.first_byte_us = Some(self.now_us());
         t.status = status.as_u16();
         t.header_bytes = head_size(headers);
+        if let (Some(g), Some(id)) = (headers.get(mewa_client::iw::GRANTED_HEADER), t.connection) {
+            if let Some(rec) = lock(&self.conns).get_mut(id as usize) {
+                if let Some(iw) = rec.iw.as_mut() {
+                    iw.granted = Some(String::from_utf8_lossy(g.as_bytes()).into_owned());
+                }
+            }
+        }
     }
 
     fn on_data(&self, bytes: usize, t: &mut ObjectTiming) {
@@ -506,6 +548,9 @@ impl Shared {
         credit: &mut (dyn FnMut(u64) + Send),
     ) {
         let mut b = Request::get(object.url(self.scheme)).header("user-agent", "mewa-loader");
+        if let Some(n) = t.connection.and_then(|id| self.iw_ask(id)) {
+            b = b.header(mewa_client::iw::HEADER, n);
+        }
         if let Some(p) = self.priority.get(&object.id) {
             b = b.header("priority", *p);
         }

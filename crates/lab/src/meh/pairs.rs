@@ -307,6 +307,7 @@ pub fn run_setup(
     let origin = OriginSettings {
         congestion: cfg.congestion.clone(),
         ca_dir: cfg.ca_dir.clone(),
+        iw: None,
     };
     let bed = Bed::start_with_edge(
         corpus,

@@ -1,6 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * FLD_TCP (seed 002 §2.1) as a Linux TCP congestion control, `mewa_fld`.
+ * mewa's Linux TCP congestion controls, registered together by `mewa cc load`:
+ *
+ *   mewa_fld  FLD_TCP (seed 002 §2.1)
+ *   mewa_iw   the kernel's cubic, started from the window a client asked for
+ *             (seed 001, content-aware initial window)
+ *
+ * Both read the initial window a connection was granted from the socket
+ * storage map mewa_iw_req, which the origin fills (keyed by the socket's fd)
+ * before it switches the socket to the control: the switch calls init(),
+ * and init() sets the window. The origin makes the decision at the client's
+ * first request, after the TLS handshake has already sent data, which is
+ * why it cannot be an initial window set at connection setup (TCP_BPF_IW).
+ *
+ * FLD_TCP:
  *
  * The rules are those of crates/cc (mewa_cc::Window::fld), which is tested
  * in virtual time; this file maps them onto the kernel's hooks:
@@ -43,6 +56,49 @@ static __always_inline struct tcp_sock *tcp_sk(const struct sock *sk)
 	return (struct tcp_sock *)sk;
 }
 
+/* ------------------------------------------------ the granted window */
+
+/* What the origin asks the control to apply, one socket at a time. Must
+ * match mewa_cc_bpf::IwRequest (two u32, native endian). */
+struct iw_req {
+	/* The window to start from, segments; 0: nothing asked (or done). */
+	__u32 segments;
+	/* What init() set, after the bounds below; 0 until then. */
+	__u32 granted;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct iw_req);
+} mewa_iw_req SEC(".maps");
+
+/* Sets the window the origin asked for, once: no more than the peer's
+ * receive window allows in segments (the sender could not use more), nor the
+ * socket's clamp, nor less than one segment. */
+static __always_inline void apply_requested_window(struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct iw_req *r = bpf_sk_storage_get(&mewa_iw_req, sk, 0, 0);
+	__u32 w, mss, rwnd;
+
+	if (!r || !r->segments)
+		return;
+	w = r->segments;
+	mss = tp->mss_cache ? tp->mss_cache : 1;
+	rwnd = tp->snd_wnd / mss;
+	if (w > rwnd)
+		w = rwnd;
+	if (w > tp->snd_cwnd_clamp)
+		w = tp->snd_cwnd_clamp;
+	if (w < 1)
+		w = 1;
+	tp->snd_cwnd = w;
+	r->granted = w;
+	r->segments = 0;
+}
+
 static __always_inline struct fld *fld_of(const struct sock *sk)
 {
 	return (struct fld *)((struct inet_connection_sock *)sk)->icsk_ca_priv;
@@ -69,6 +125,7 @@ void BPF_PROG(fld_init, struct sock *sk)
 	 * another control (GUIDE §3); FLD_TCP is window-based, so no
 	 * pacing unless a qdisc asks for it. */
 	sk->sk_pacing_status = SK_PACING_NONE;
+	apply_requested_window(sk);
 }
 
 /* Whether the window limited the sender, as the kernel's
@@ -221,4 +278,75 @@ struct tcp_congestion_ops mewa_fld = {
 	.undo_cwnd = (void *)fld_undo_cwnd,
 	.sndbuf_expand = (void *)fld_sndbuf_expand,
 	.name = "mewa_fld",
+};
+
+/* ------------------------------------------------------------ mewa_iw */
+
+/* The kernel's cubic, called through the kfuncs it exports to BPF
+ * congestion controls: mewa_iw is cubic in everything but its start. */
+extern void cubictcp_init(struct sock *sk) __ksym;
+extern __u32 cubictcp_recalc_ssthresh(struct sock *sk) __ksym;
+extern void cubictcp_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;
+extern void cubictcp_state(struct sock *sk, __u8 new_state) __ksym;
+extern void cubictcp_cwnd_event(struct sock *sk, enum tcp_ca_event event) __ksym;
+extern void cubictcp_acked(struct sock *sk, const struct ack_sample *sample) __ksym;
+extern __u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
+
+SEC("struct_ops")
+void BPF_PROG(iw_init, struct sock *sk)
+{
+	cubictcp_init(sk);
+	/* As in fld_init: no pacing left over from a bbr listener. */
+	sk->sk_pacing_status = SK_PACING_NONE;
+	/* Seed 001: "such a value will be embedded in the very first HTTP
+	 * message to be enforced by the remote web server". */
+	apply_requested_window(sk);
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(iw_ssthresh, struct sock *sk)
+{
+	return cubictcp_recalc_ssthresh(sk);
+}
+
+SEC("struct_ops")
+void BPF_PROG(iw_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
+{
+	cubictcp_cong_avoid(sk, ack, acked);
+}
+
+SEC("struct_ops")
+void BPF_PROG(iw_set_state, struct sock *sk, __u8 new_state)
+{
+	cubictcp_state(sk, new_state);
+}
+
+SEC("struct_ops")
+void BPF_PROG(iw_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
+{
+	cubictcp_cwnd_event(sk, ev);
+}
+
+SEC("struct_ops")
+void BPF_PROG(iw_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+{
+	cubictcp_acked(sk, sample);
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(iw_undo_cwnd, struct sock *sk)
+{
+	return tcp_reno_undo_cwnd(sk);
+}
+
+SEC(".struct_ops")
+struct tcp_congestion_ops mewa_iw = {
+	.init = (void *)iw_init,
+	.ssthresh = (void *)iw_ssthresh,
+	.cong_avoid = (void *)iw_cong_avoid,
+	.set_state = (void *)iw_set_state,
+	.cwnd_event = (void *)iw_cwnd_event,
+	.pkts_acked = (void *)iw_pkts_acked,
+	.undo_cwnd = (void *)iw_undo_cwnd,
+	.name = "mewa_iw",
 };
