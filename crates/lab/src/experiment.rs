@@ -254,7 +254,7 @@ pub fn default_ca_dir() -> Option<PathBuf> {
 }
 
 /// `ca_dir` if given, else [`default_ca_dir`].
-fn ca_dir_or_default(ca_dir: &Option<PathBuf>) -> Result<PathBuf, ExperimentError> {
+pub fn ca_dir_or_default(ca_dir: &Option<PathBuf>) -> Result<PathBuf, ExperimentError> {
     match ca_dir {
         Some(d) => Ok(d.clone()),
         None => default_ca_dir().ok_or(ExperimentError::Config {

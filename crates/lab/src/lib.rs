@@ -36,6 +36,7 @@ pub mod cross;
 pub mod experiment;
 pub mod fld;
 pub mod har;
+pub mod iw;
 pub mod load;
 pub mod loader;
 pub mod meh;

@@ -182,7 +182,8 @@ pub struct IwRecord {
     /// Segments asked for in the first request (none: the choice was the
     /// default window, so nothing was asked).
     pub asked: Option<u32>,
-    /// The handshake RTT the choice used, µs.
+    /// The RTT the choice used, µs: TCP's connect time, QUIC's estimate
+    /// after its handshake.
     pub rtt_us: u64,
     /// Why the default window was kept, if it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]

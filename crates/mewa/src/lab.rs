@@ -17,7 +17,7 @@ use mewa_lab::load::AssignRule;
 use mewa_lab::meh::{BrowserPages, Dispatch, Policy, Rrc};
 use mewa_lab::record::Protocol;
 use mewa_lab::report::Report;
-use mewa_lab::{baseline, fld, load, meh, parity};
+use mewa_lab::{baseline, fld, iw, load, meh, parity};
 use mewa_link::core::parse_rate;
 
 /// `mewa lab …`
@@ -59,6 +59,14 @@ enum LabSub {
     /// mewa_fld). Needs root. Results: config.json, meta.json, CSV
     /// tables, report.md, SVG.
     Fld(FldArgs),
+    /// Seed 001's content-aware initial window: the complat pages (400,
+    /// 1000, 2400 KB; computation 0-95 %) over a 25 ms, 60 Mbit/s radio
+    /// plus 25/75/125 ms wired RTT, over QUIC and TCP, with IW 10, the
+    /// window the client computes (Algorithm 1) and asks for, and a fixed
+    /// large one. The origin grants it (`mewa cc load` first for TCP).
+    /// Needs root. Results: config.json, meta.json, completion.csv,
+    /// targets.csv, cost.csv, shares.csv, report.md, SVG.
+    Iw(IwArgs),
 }
 
 #[derive(Debug, Args)]
@@ -140,6 +148,101 @@ struct FldFairnessArgs {
     /// Parent of the timestamped result folder [default: out/lab].
     #[arg(long, short)]
     out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct IwArgs {
+    /// Start from this configuration (a result folder's config.json);
+    /// flags given as well override its values.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Rebuild the report of an earlier run from its result folder (no
+    /// loads).
+    #[arg(long, value_name = "DIR", conflicts_with = "config")]
+    report: Option<PathBuf>,
+    /// Your own pages instead of complat: a corpus JSON or recordings
+    /// (their computation latency is their scripts' compute time).
+    #[arg(long)]
+    corpus: Option<PathBuf>,
+    /// Only pages whose name contains this text (repeatable), e.g. -s35.
+    #[arg(long = "page")]
+    pages: Vec<String>,
+    /// complat computation shares, comma-separated, 0 to 0.95
+    /// [default: 0,0.05,...,0.95].
+    #[arg(long, value_delimiter = ',')]
+    shares: Vec<f64>,
+    /// Wired RTTs added to the radio's 25 ms, comma-separated
+    /// [default: 25,75,125].
+    #[arg(long, value_delimiter = ',')]
+    wired_rtt: Vec<u64>,
+    /// Transports: h3 (QUIC), h2 (TCP) [default: h3,h2].
+    #[arg(long, value_delimiter = ',')]
+    transport: Vec<String>,
+    /// Arms: default (IW 10), aware (seed 001), fixed (--fixed-iw for every
+    /// page) [default: default,aware,fixed].
+    #[arg(long, value_delimiter = ',')]
+    arm: Vec<String>,
+    /// The fixed arm's window, segments [default: 100].
+    #[arg(long)]
+    fixed_iw: Option<u32>,
+    /// Seed 001's policy threshold alpha [default: 1/3].
+    #[arg(long)]
+    alpha: Option<f64>,
+    /// The origin's largest grant, segments [default: 200].
+    #[arg(long)]
+    iw_max: Option<u32>,
+    /// Back-to-back loads per page, arm, transport and RTT [default: 30].
+    #[arg(long)]
+    runs: Option<usize>,
+    /// The bottleneck queue, ms at the radio's rate [default: 100].
+    #[arg(long)]
+    queue_ms: Option<u64>,
+    /// Directory of the local test CA.
+    #[arg(long)]
+    ca_dir: Option<PathBuf>,
+    /// Parent of the timestamped result folder [default: out/lab].
+    #[arg(long, short)]
+    out: Option<PathBuf>,
+}
+
+impl IwArgs {
+    fn config(&self) -> anyhow::Result<iw::IwConfig> {
+        let mut c: iw::IwConfig = match &self.config {
+            Some(p) => read_config(p)?,
+            None => iw::IwConfig::default(),
+        };
+        if let Some(p) = &self.corpus {
+            c.corpus = Some(CorpusChoice {
+                path: Some(absolute(p)?),
+                pages: Vec::new(),
+            });
+        }
+        if !self.pages.is_empty() {
+            c.pages = self.pages.clone();
+        }
+        if !self.shares.is_empty() {
+            c.shares = self.shares.clone();
+        }
+        if !self.wired_rtt.is_empty() {
+            c.wired_rtts_ms = self.wired_rtt.clone();
+        }
+        if !self.transport.is_empty() {
+            c.protocols = self.transport.clone();
+        }
+        if !self.arm.is_empty() {
+            c.arms = self.arm.clone();
+        }
+        c.fixed_iw = self.fixed_iw.unwrap_or(c.fixed_iw);
+        c.alpha = self.alpha.unwrap_or(c.alpha);
+        c.iw_max = self.iw_max.unwrap_or(c.iw_max);
+        c.runs = self.runs.unwrap_or(c.runs);
+        c.queue_ms = self.queue_ms.unwrap_or(c.queue_ms);
+        if let Some(d) = &self.ca_dir {
+            c.ca_dir = Some(absolute(d)?);
+        }
+        c.out = self.out.clone().unwrap_or(c.out);
+        Ok(c)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -631,6 +734,17 @@ pub fn run(cmd: LabCmd) -> anyhow::Result<()> {
             finish(&report)
         }
         LabSub::Fld(a) => run_fld(a.which),
+        LabSub::Iw(a) => {
+            if let Some(dir) = &a.report {
+                let report = iw::report_again(dir).with_context(|| {
+                    format!("{}: not a mewa lab iw result folder", dir.display())
+                })?;
+                return finish(&report);
+            }
+            let c = a.config()?;
+            let report = with_bar(c.runs, |p| iw::run(&c, p)).context("iw experiment")?;
+            finish(&report)
+        }
     }
 }
 
@@ -869,6 +983,48 @@ mod tests {
             panic!("not parity")
         };
         assert_eq!(a.config().unwrap(), parity::Config::default());
+    }
+
+    #[test]
+    fn iw_flags_set_its_configuration() {
+        let iw_args = |args: &[&str]| {
+            let mut v = vec!["iw"];
+            v.extend_from_slice(args);
+            let LabSub::Iw(a) = parse(&v) else {
+                panic!("not iw")
+            };
+            a
+        };
+        assert_eq!(iw_args(&[]).config().unwrap(), iw::IwConfig::default());
+        let c = iw_args(&[
+            "--shares",
+            "0,0.35",
+            "--wired-rtt",
+            "75",
+            "--transport",
+            "h3",
+            "--arm",
+            "default,aware",
+            "--fixed-iw",
+            "64",
+            "--alpha",
+            "0.5",
+            "--iw-max",
+            "150",
+            "--runs",
+            "3",
+            "--page",
+            "400k",
+        ])
+        .config()
+        .unwrap();
+        assert_eq!(c.shares, vec![0.0, 0.35]);
+        assert_eq!(c.wired_rtts_ms, vec![75]);
+        assert_eq!(c.protocols, vec!["h3".to_string()]);
+        assert_eq!(c.arms, vec!["default".to_string(), "aware".to_string()]);
+        assert_eq!((c.fixed_iw, c.iw_max, c.runs), (64, 150, 3));
+        assert_eq!(c.alpha, 0.5);
+        assert_eq!(c.pages, vec!["400k".to_string()]);
     }
 
     #[test]

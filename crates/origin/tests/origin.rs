@@ -65,9 +65,11 @@ impl Running {
 async fn start(corpus: &Corpus, cfg: OriginConfig) -> Running {
     let origin = Origin::bind(corpus, cfg).unwrap();
     let (tx, rx) = oneshot::channel();
+    // A QUIC-only origin has no TCP addresses; its tests do not use them.
+    let none: SocketAddr = "0.0.0.0:0".parse().unwrap();
     let r = Running {
-        plain: origin.plain_addr().unwrap(),
-        tls: origin.tls_addr().unwrap(),
+        plain: origin.plain_addr().unwrap_or(none),
+        tls: origin.tls_addr().unwrap_or(none),
         h3: origin.h3_addr().unwrap(),
         ca_der: origin.certs().unwrap().chain[1].clone(),
         stop: Some(tx),
@@ -551,6 +553,62 @@ async fn h3_serves_https_bodies_with_the_given_controller() {
         StatusCode::MISDIRECTED_REQUEST
     );
     assert_eq!(factory.built.load(Ordering::SeqCst), 1);
+    drop(send);
+    drive.abort();
+    ep.close(0u32.into(), b"done");
+    r.stop().await;
+}
+
+/// Over QUIC the origin grants the window a connection's first request
+/// asks for (seed 001), bounded by its maximum, says so in the response,
+/// and refuses a second ask and a malformed one with the reason. (Over TCP
+/// the grant needs the BPF controls: crates/lab/tests/iw.rs.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h3_grants_the_initial_window_asked_once() {
+    let c = corpus();
+    let mut cfg = config("h3-iw");
+    cfg.plain = None;
+    cfg.tls = None;
+    cfg.iw = Some(mewa_origin::IwPolicy {
+        max_segments: 40,
+        ..mewa_origin::IwPolicy::default()
+    });
+    let r = start(&c, cfg).await;
+    let (ep, mut send, drive) = h3_client(&r).await;
+    let o = &c.pages[0].objects[0];
+    let url = format!("https://{}{}", o.host, o.path);
+    async fn ask(
+        send: &mut h3::client::SendRequest<h3_quinn::OpenStreams, bytes::Bytes>,
+        url: &str,
+        iw: Option<&str>,
+    ) -> Option<String> {
+        let mut q = Request::get(url);
+        if let Some(v) = iw {
+            q = q.header("mewa-iw", v);
+        }
+        let mut st = send.send_request(q.body(()).unwrap()).await.unwrap();
+        st.finish().await.unwrap();
+        let resp = st.recv_response().await.unwrap();
+        while st.recv_data().await.unwrap().is_some() {}
+        assert_eq!(resp.status(), StatusCode::OK);
+        resp.headers()
+            .get("mewa-iw-granted")
+            .map(|v| v.to_str().unwrap().to_string())
+    }
+    assert_eq!(
+        ask(&mut send, &url, None).await,
+        None,
+        "no ask, nothing said"
+    );
+    let bad = ask(&mut send, &url, Some("lots")).await.unwrap();
+    assert!(bad.starts_with("0; "), "{bad}");
+    assert_eq!(
+        ask(&mut send, &url, Some("114")).await.as_deref(),
+        Some("40"),
+        "the maximum"
+    );
+    let again = ask(&mut send, &url, Some("20")).await.unwrap();
+    assert!(again.starts_with("0; granted once"), "{again}");
     drop(send);
     drive.abort();
     ep.close(0u32.into(), b"done");

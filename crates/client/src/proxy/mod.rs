@@ -82,6 +82,11 @@ pub struct ProxyConfig {
     /// Follow hints; `false` makes every session one connection (the
     /// plain HTTP/2 baseline through the same proxy).
     pub use_hints: bool,
+    /// With a hint that carries the page's computation latency, ask each
+    /// origin connection for seed 001's initial window ([`crate::iw`]) in
+    /// its first request (`mewa-iw`); a server that does not grant windows
+    /// ignores the header.
+    pub ask_initial_window: bool,
     /// When the hint carries the page's object URLs, request them from the
     /// origin as soon as the document's request has gone out, and answer
     /// the browser from those responses (seed 000 §II: the client "sends
@@ -220,6 +225,7 @@ impl ProxyConfig {
             images_after_document: true,
             hold_other_hosts_images: false,
             use_hints: true,
+            ask_initial_window: true,
             prefetch: true,
             max_connections: crate::advice::MAX_CONNECTIONS,
             warm_first: true,

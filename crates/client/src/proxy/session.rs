@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -69,6 +69,9 @@ pub struct Session {
     in_flight: Vec<AtomicU64>,
     /// Requests sent on each connection.
     sent: Vec<AtomicU64>,
+    /// The initial window each connection's first request asks for
+    /// (seed 001), taken by that request; 0: nothing to ask.
+    iw_ask: Vec<AtomicU32>,
     /// Listed URL hash → (connection, the hint's size).
     map: HashMap<u32, (usize, u64)>,
     mask: u32,
@@ -759,12 +762,14 @@ impl Session {
             opening.spawn(connect(addr, cfg.timeout, tls.clone()));
         }
         let mut conns = Vec::with_capacity(n);
+        let mut rtts = Vec::with_capacity(n);
         let mut last_err = None;
         let mut handshake = Duration::MAX;
         while let Some(c) = opening.join_next().await {
             match c {
                 Ok(Ok((c, rtt))) => {
                     conns.push(c);
+                    rtts.push(rtt);
                     handshake = handshake.min(rtt);
                 }
                 Ok(Err(e)) => last_err = Some(e),
@@ -839,11 +844,41 @@ impl Session {
             }
             _ => None,
         };
+        // Seed 001: each connection's window from the hint's page size,
+        // computation latency and α and the connection's own handshake.
+        let iw_ask = rtts
+            .iter()
+            .map(|&rtt| {
+                let segments = match &r.hint {
+                    Ok(h) if cfg.use_hints && cfg.ask_initial_window => {
+                        let c = crate::iw::choose(crate::iw::PageFacts::of_hint(h), rtt);
+                        tracing::info!(
+                            page = page_url,
+                            bytes = c.facts.page_bytes,
+                            computation_ms = ?c.facts.computation_ms,
+                            alpha = c.facts.alpha,
+                            rtt_ms = c.rtt_ms,
+                            iw = c.segments,
+                            fallback = ?c.fallback,
+                            "proxy: initial window"
+                        );
+                        if c.worth_asking() {
+                            c.segments
+                        } else {
+                            0
+                        }
+                    }
+                    _ => 0,
+                };
+                AtomicU32::new(segments)
+            })
+            .collect();
         Ok(Session {
             host: host.to_string(),
             page_url: page_url.to_string(),
             scheme,
             addr,
+            iw_ask,
             in_flight: conns.iter().map(|_| AtomicU64::new(0)).collect(),
             sent: conns.iter().map(|_| AtomicU64::new(0)).collect(),
             conns,
@@ -1387,9 +1422,18 @@ impl Session {
     async fn send_then(
         &self,
         i: usize,
-        req: Request<ProxyBody>,
+        mut req: Request<ProxyBody>,
         sent: impl FnOnce(),
     ) -> Result<Response<Incoming>, String> {
+        // The connection's first request carries its initial window.
+        let ask = self
+            .iw_ask
+            .get(i)
+            .map_or(0, |a| a.swap(0, Ordering::Relaxed));
+        if ask > 0 {
+            req.headers_mut()
+                .insert(crate::iw::HEADER, http::HeaderValue::from(ask));
+        }
         if let Ok(mut t) = self.last_used.lock() {
             *t = Instant::now();
         }

@@ -318,7 +318,7 @@ pub fn bulk_report(
             .map_or_else(|| "unbounded".to_string(), |b| format!("{b} B"))
     );
     FldReport {
-        name: "bulk",
+        name: "fld bulk",
         sections: vec![Section {
             title: "Bulk transfers: completion time per congestion control".into(),
             csv: "bulk.csv",
@@ -517,7 +517,7 @@ pub fn fairness_report(
         extra.push((format!("fairness-{}.csv", r.against), r.log.to_csv()));
     }
     FldReport {
-        name: "fairness",
+        name: "fld fairness",
         sections: vec![Section {
             title: "Fairness once FLD_TCP is past 2 MB".into(),
             csv: "fairness.csv",
@@ -789,7 +789,7 @@ impl TcpCounters {
     /// Reads them in `host`'s namespace (zeros if unreadable). Through
     /// `/proc/thread-self`: `/proc/net` follows the process's main thread,
     /// which stays in the machine's namespace.
-    fn read(topo: &Topology, host: &str) -> TcpCounters {
+    pub(crate) fn read(topo: &Topology, host: &str) -> TcpCounters {
         topo.in_namespace(host, || {
             let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap_or_default();
             let netstat =
@@ -800,7 +800,7 @@ impl TcpCounters {
     }
 
     /// `self − before`, per counter.
-    fn since(self, before: TcpCounters) -> TcpCounters {
+    pub(crate) fn since(self, before: TcpCounters) -> TcpCounters {
         TcpCounters {
             retrans_segs: self.retrans_segs.saturating_sub(before.retrans_segs),
             timeouts: self.timeouts.saturating_sub(before.timeouts),
@@ -1471,7 +1471,7 @@ pub fn pages_report(
                 .into(),
     });
     FldReport {
-        name: "pages",
+        name: "fld pages",
         sections,
         plots,
         json: serde_json::json!({ "runs": runs, "cross": cross.iter().map(|(s, l)| serde_json::json!({"setting": s, "log": l})).collect::<Vec<_>>() }),

@@ -36,10 +36,10 @@ pub struct Plot {
     pub series: Vec<Series>,
 }
 
-/// What `mewa lab fld bulk|fairness|pages` produced.
+/// What `mewa lab fld bulk|fairness|pages` and `mewa lab iw` produced.
 #[derive(Debug)]
 pub struct FldReport {
-    /// Which experiment.
+    /// Which experiment, as `mewa lab` names it (`fld pages`, `iw`).
     pub name: &'static str,
     /// The tables, in order.
     pub sections: Vec<Section>,
@@ -96,7 +96,7 @@ impl Report for FldReport {
     }
 
     fn markdown(&self) -> String {
-        let mut s = format!("# mewa lab fld {}\n", self.name);
+        let mut s = format!("# mewa lab {}\n", self.name);
         for sec in &self.sections {
             s.push_str(&format!(
                 "\n## {}\n\n{}",

@@ -83,6 +83,12 @@ pub(crate) struct Opened {
     /// µs-stamps: transport established, ready for requests.
     pub connected_us: u64,
     pub ready_us: u64,
+    /// QUIC: the transport's smoothed RTT after the handshake. A QUIC
+    /// handshake can take two round trips (the server may send only three
+    /// times what it received before the client's address is validated,
+    /// and a certificate chain can need more), so its duration is not the
+    /// RTT; TCP's connect time is (SYN to SYN-ACK).
+    pub rtt: Option<std::time::Duration>,
 }
 
 /// What an open needs from its caller.
@@ -234,6 +240,7 @@ where
                 driver,
                 connected_us,
                 ready_us: now_us(),
+                rtt: None,
             })
         }
         _ => {
@@ -251,6 +258,7 @@ where
                 driver,
                 connected_us,
                 ready_us: now_us(),
+                rtt: None,
             })
         }
     }
@@ -269,6 +277,7 @@ async fn open_h3(t: Target<'_>, now_us: impl Fn() -> u64) -> Result<Opened, Open
         .map_err(|e| quic("connect", &e))?;
     let conn = connecting.await.map_err(|e| quic("handshake with", &e))?;
     let connected_us = now_us();
+    let rtt = conn.rtt();
     let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn))
         .await
         .map_err(|e| OpenError::H3Setup {
@@ -283,5 +292,6 @@ async fn open_h3(t: Target<'_>, now_us: impl Fn() -> u64) -> Result<Opened, Open
         driver,
         connected_us,
         ready_us: now_us(),
+        rtt: Some(rtt),
     })
 }

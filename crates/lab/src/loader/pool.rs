@@ -256,8 +256,10 @@ impl Shared {
                 rec.ready_us = Some(o.ready_us);
                 if let Some(ask) = self.opts.iw {
                     // The handshake's round trip: SYN to SYN-ACK for TCP,
-                    // the Initial to the handshake's end for QUIC.
-                    let rtt = Duration::from_micros(o.connected_us.saturating_sub(rec.open_us));
+                    // QUIC's own estimate after its handshake.
+                    let rtt = o.rtt.unwrap_or_else(|| {
+                        Duration::from_micros(o.connected_us.saturating_sub(rec.open_us))
+                    });
                     let (asked, fallback) = match ask {
                         IwAsk::Fixed(n) => (Some(n), None),
                         IwAsk::Aware(facts) => {
