@@ -87,6 +87,11 @@ pub struct IwConfig {
     /// The client's initial receive buffer (`tcp_rmem`): what a phone
     /// advertises bounds the window a server may use.
     pub client_rmem: usize,
+    /// The origin's `net.ipv4.tcp_slow_start_after_idle` (`None`: the
+    /// kernel's, on). On, a TCP connection idle for longer than its RTO
+    /// (a page computing) starts again from the initial window of 10 however
+    /// large the granted one was; QUIC (quinn) keeps its window.
+    pub slow_start_after_idle: Option<bool>,
     /// Parent of the result folder.
     pub out: PathBuf,
 }
@@ -111,6 +116,7 @@ impl Default for IwConfig {
             runs: 30,
             queue_ms: 100,
             client_rmem: crate::fld::CLIENT_RMEM,
+            slow_start_after_idle: None,
             out: PathBuf::from("out/lab"),
         }
     }
@@ -290,6 +296,17 @@ pub fn run(config: &IwConfig, progress: &Progress) -> Result<FldReport, Experime
         )?;
         let topo = bed.running()?;
         set_tcp_rmem(topo, CLIENT, config.client_rmem)?;
+        if let Some(on) = config.slow_start_after_idle {
+            let v = if on { "1" } else { "0" };
+            topo.in_namespace(SERVER, || {
+                std::fs::write("/proc/sys/net/ipv4/tcp_slow_start_after_idle", v)
+            })
+            .map_err(|e| ExperimentError::Bed(e.into()))?
+            .map_err(|e| ExperimentError::Config {
+                field: "--slow-start-after-idle",
+                message: format!("setting net.ipv4.tcp_slow_start_after_idle in {SERVER}: {e}"),
+            })?;
+        }
         let t_ref = Instant::now();
         let mut pending = Vec::new();
         for run in 0..config.runs {

@@ -197,6 +197,11 @@ struct IwArgs {
     /// The bottleneck queue, ms at the radio's rate [default: 100].
     #[arg(long)]
     queue_ms: Option<u64>,
+    /// The origin's net.ipv4.tcp_slow_start_after_idle: on (the kernel's
+    /// default: a TCP connection idle past its RTO, as during a page's
+    /// computation, starts again from IW 10) or off [default: the kernel's].
+    #[arg(long, value_name = "on|off", value_parser = on_off)]
+    slow_start_after_idle: Option<bool>,
     /// Directory of the local test CA.
     #[arg(long)]
     ca_dir: Option<PathBuf>,
@@ -237,11 +242,23 @@ impl IwArgs {
         c.iw_max = self.iw_max.unwrap_or(c.iw_max);
         c.runs = self.runs.unwrap_or(c.runs);
         c.queue_ms = self.queue_ms.unwrap_or(c.queue_ms);
+        if self.slow_start_after_idle.is_some() {
+            c.slow_start_after_idle = self.slow_start_after_idle;
+        }
         if let Some(d) = &self.ca_dir {
             c.ca_dir = Some(absolute(d)?);
         }
         c.out = self.out.clone().unwrap_or(c.out);
         Ok(c)
+    }
+}
+
+/// `on` or `off`.
+fn on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "1" | "true" => Ok(true),
+        "off" | "0" | "false" => Ok(false),
+        _ => Err(format!("`{s}`: give on or off")),
     }
 }
 
@@ -1015,9 +1032,12 @@ mod tests {
             "3",
             "--page",
             "400k",
+            "--slow-start-after-idle",
+            "off",
         ])
         .config()
         .unwrap();
+        assert_eq!(c.slow_start_after_idle, Some(false));
         assert_eq!(c.shares, vec![0.0, 0.35]);
         assert_eq!(c.wired_rtts_ms, vec![75]);
         assert_eq!(c.protocols, vec!["h3".to_string()]);

@@ -50,6 +50,19 @@ enum Which {
         /// Print every curve point, not only the peaks.
         #[arg(long)]
         points: bool,
+        /// One choice instead of the figure: the page's size in bytes (with
+        /// --rtt-ms and --computation-ms), what the client computes and asks.
+        #[arg(long, value_name = "BYTES", requires_all = ["rtt_ms", "computation_ms"])]
+        page_bytes: Option<u64>,
+        /// The handshake RTT of the one choice, ms.
+        #[arg(long, value_name = "MS", requires = "page_bytes")]
+        rtt_ms: Option<f64>,
+        /// The page's computation latency for the one choice, ms.
+        #[arg(long, value_name = "MS", requires = "page_bytes")]
+        computation_ms: Option<f64>,
+        /// Seed 001's policy threshold α for the one choice.
+        #[arg(long, default_value_t = 1.0 / 3.0, requires = "page_bytes")]
+        alpha: f64,
         #[command(flatten)]
         out: OutputArgs,
     },
@@ -101,7 +114,36 @@ pub fn run(cmd: ModelCmd) -> anyhow::Result<()> {
     match cmd.which {
         Some(Which::Table1 { model, iw, out }) => show(&repro::table1(model.into(), iw)?, &out),
         Some(Which::Idle { model, iw, out }) => show(&repro::idle(model.into(), iw)?, &out),
-        Some(Which::Iw { mode, points, out }) => show(&repro::iw(mode.into(), points)?, &out),
+        Some(Which::Iw {
+            page_bytes: Some(bytes),
+            rtt_ms,
+            computation_ms,
+            alpha,
+            mode,
+            ..
+        }) => {
+            let mut inp = mewa_model::iw::IwInputs::paper(
+                bytes,
+                rtt_ms.unwrap_or(0.0) / 1e3,
+                computation_ms.unwrap_or(0.0) / 1e3,
+            );
+            inp.alpha = alpha;
+            inp.mode = mode.into();
+            let c = mewa_model::iw::optimal_iw(&inp)?;
+            println!("IW_opt {} segments", c.segments());
+            println!("IW_max {:.1} segments, {} steps of x1.5", c.iw_max, c.steps);
+            println!(
+                "t_principle {:.3} s, t_default {:.3} s, t_opt {:.3} s: {:.1} % shorter",
+                c.t_principle_s,
+                c.t_default_s,
+                c.t_opt_s,
+                c.reduction() * 100.0
+            );
+            Ok(())
+        }
+        Some(Which::Iw {
+            mode, points, out, ..
+        }) => show(&repro::iw(mode.into(), points)?, &out),
         Some(Which::Fld { rtts, out }) => show(&repro::fld(rtts), &out),
         None => all(&cmd.out),
     }

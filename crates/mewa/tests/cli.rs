@@ -465,3 +465,49 @@ fn which_setpriv() -> Result<PathBuf, ()> {
         .find(|p| p.exists())
         .ok_or(())
 }
+
+/// The window the client asks for (`mewa_client::iw::choose`, what the
+/// proxy and the lab's loader send in `mewa-iw`) is the one `mewa model iw`
+/// computes for the same page size, RTT, computation latency and α.
+#[test]
+fn model_iw_one_choice_is_what_the_client_asks() {
+    for (bytes, rtt_ms, comp_ms, alpha) in [
+        (400_000u64, 100u64, 485u32, 1.0 / 3.0),
+        (1_000_000, 50, 300, 1.0 / 3.0),
+        (2_400_000, 150, 900, 0.5),
+        (400_000, 100, 0, 1.0 / 3.0),
+    ] {
+        let o = mewa(&[
+            "model",
+            "iw",
+            "--page-bytes",
+            &bytes.to_string(),
+            "--rtt-ms",
+            &rtt_ms.to_string(),
+            "--computation-ms",
+            &comp_ms.to_string(),
+            "--alpha",
+            &alpha.to_string(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let out = stdout(&o);
+        let cli: u32 = out
+            .lines()
+            .find_map(|l| l.strip_prefix("IW_opt "))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no IW_opt in {out}"));
+        let facts = mewa_client::iw::PageFacts {
+            page_bytes: bytes,
+            computation_ms: Some(comp_ms),
+            alpha,
+        };
+        let asked = mewa_client::iw::choose(facts, std::time::Duration::from_millis(rtt_ms));
+        assert_eq!(cli, asked.segments, "{bytes} B, {rtt_ms} ms, {comp_ms} ms");
+    }
+    let o = mewa(&["model", "iw", "--page-bytes", "400000"]);
+    assert!(
+        !o.status.success(),
+        "the one choice needs its RTT and computation"
+    );
+}
