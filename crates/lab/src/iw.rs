@@ -42,6 +42,10 @@ use crate::record::{LoadRecord, Protocol};
 use crate::report::plot::{Mark, Series};
 use crate::report::Table;
 
+/// The file each load is appended to as it ends (JSON lines, without the
+/// link's figures, which are read once a bed is torn down).
+pub const JOURNAL: &str = "runs.jsonl";
+
 /// The arm that asks nothing: the default window.
 pub const DEFAULT: &str = "default";
 /// The arm that asks seed 001's window.
@@ -263,6 +267,17 @@ pub fn run(config: &IwConfig, progress: &Progress) -> Result<FldReport, Experime
         * config.protocols.len()
         * config.arms.len();
     let logs = std::env::temp_dir().join(format!("mewa-iw-{}", std::process::id()));
+    // Each load is also appended to runs.jsonl as it ends, so a run that
+    // stops half-way (Ctrl-C, a full disk) keeps what it measured:
+    // `--report DIR` reads it when result.json is missing.
+    let mut journal = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(folder.path().join(JOURNAL))
+        .map_err(|e| ExperimentError::Input {
+            path: folder.path().join(JOURNAL),
+            message: e.to_string(),
+        })?;
     let mut runs = Vec::new();
     for &wired in &config.wired_rtts_ms {
         let rtt_ms = config.radio_rtt_ms + wired;
@@ -325,6 +340,10 @@ pub fn run(config: &IwConfig, progress: &Progress) -> Result<FldReport, Experime
                             &format!("{rtt_ms} ms {} {proto} {arm}", page.name),
                         );
                         let p = load_one(&bed, config, page, proto, arm, rtt_ms, run, t_ref)?;
+                        if let Ok(line) = serde_json::to_string(&p.run) {
+                            use std::io::Write;
+                            let _ = writeln!(journal, "{line}");
+                        }
                         pending.push(p);
                     }
                 }
@@ -796,23 +815,39 @@ pub fn report(config: &IwConfig, runs: Vec<IwRun>, folder: Option<ResultFolder>)
 }
 
 /// The report of an earlier run, from its folder's `config.json` and
-/// `result.json`.
+/// `result.json`, or, for a run that stopped half-way, the loads in its
+/// `runs.jsonl` (without the link's drops and queueing delay).
 pub fn report_again(dir: &std::path::Path) -> Result<FldReport, ExperimentError> {
     let config: IwConfig = crate::experiment::read_config(&dir.join("config.json"))?;
+    let input = |path: &std::path::Path, message: String| ExperimentError::Input {
+        path: path.to_path_buf(),
+        message,
+    };
     let path = dir.join("result.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| ExperimentError::Input {
-        path: path.clone(),
-        message: e.to_string(),
-    })?;
-    #[derive(Deserialize)]
-    struct Stored {
-        runs: Vec<IwRun>,
-    }
-    let stored: Stored = serde_json::from_str(&text).map_err(|e| ExperimentError::Input {
-        path,
-        message: e.to_string(),
-    })?;
-    Ok(report(&config, stored.runs, None))
+    let runs = match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            #[derive(Deserialize)]
+            struct Stored {
+                runs: Vec<IwRun>,
+            }
+            let stored: Stored =
+                serde_json::from_str(&text).map_err(|e| input(&path, e.to_string()))?;
+            stored.runs
+        }
+        Err(_) => {
+            let path = dir.join(JOURNAL);
+            let text = std::fs::read_to_string(&path).map_err(|e| input(&path, e.to_string()))?;
+            text.lines()
+                .filter(|l| !l.trim().is_empty())
+                .enumerate()
+                .map(|(i, l)| {
+                    serde_json::from_str(l)
+                        .map_err(|e| input(&path, format!("line {}: {e}", i + 1)))
+                })
+                .collect::<Result<Vec<IwRun>, _>>()?
+        }
+    };
+    Ok(report(&config, runs, None))
 }
 
 #[cfg(test)]
