@@ -12,9 +12,12 @@
 //!   document's host and [`unfold`](mapping::unfold) a request path back into
 //!   the URL to fetch, refusing anything that could make the accelerator an
 //!   open proxy.
+//! - [`rewrite`]: streaming rewriters for HTML (on `lol_html`), CSS and
+//!   `srcset`, with counts for metrics.
 //!
 //! Everything here is sans-IO: values in, values out; the server, cache and
 //! admin come in later steps (docs/ACCEL.md).
 
 pub mod mapping;
+pub mod rewrite;
 pub mod site;

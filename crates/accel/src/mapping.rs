@@ -505,6 +505,7 @@ pub struct FoldContext {
     served: Url,
     author_base: Url,
     browser_base: Url,
+    ascii_only: bool,
 }
 
 impl FoldContext {
@@ -519,6 +520,7 @@ impl FoldContext {
             author_base: url.clone(),
             browser_base: url.clone(),
             served: url,
+            ascii_only: false,
         })
     }
 
@@ -537,6 +539,7 @@ impl FoldContext {
             author_base: original,
             browser_base: served.clone(),
             served,
+            ascii_only: false,
         })
     }
 
@@ -551,6 +554,14 @@ impl FoldContext {
                 self.browser_base = base;
             }
         }
+    }
+
+    /// Leaves references with non-ASCII characters alone. For documents
+    /// that are not (or may not be) UTF-8: a browser percent-encodes a
+    /// non-ASCII query in the document's encoding, the URL parser here in
+    /// UTF-8, so the folded URL could name another resource.
+    pub fn set_ascii_only(&mut self, on: bool) {
+        self.ascii_only = on;
     }
 
     /// The site.
@@ -574,7 +585,7 @@ impl FoldContext {
     /// CSS's `url(#filter)`) are never touched.
     pub fn rewrite(&self, reference: &str) -> Option<Rewritten> {
         let r = trim_html_ws(reference);
-        if r.is_empty() || r.starts_with('#') {
+        if r.is_empty() || r.starts_with('#') || (self.ascii_only && !r.is_ascii()) {
             return None;
         }
         let abs = self.author_base.join(r).ok()?;
@@ -1006,6 +1017,16 @@ mod tests {
         assert_eq!(
             ctx.rewrite("//b.com/x.png"),
             Some(Rewritten::Folded("/b.com/x.png".into()))
+        );
+        assert_eq!(
+            ctx.rewrite("//b.com/é.png"),
+            Some(Rewritten::Folded("/b.com/%C3%A9.png".into()))
+        );
+        ctx.set_ascii_only(true);
+        assert_eq!(ctx.rewrite("//b.com/é.png"), None);
+        assert_eq!(
+            ctx.rewrite("//b.com/%C3%A9.png"),
+            Some(Rewritten::Folded("/b.com/%C3%A9.png".into()))
         );
     }
 
