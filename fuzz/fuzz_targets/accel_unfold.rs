@@ -43,11 +43,16 @@ fuzz_target!(|data: &[u8]| {
     let u = url::Url::parse(&to_fetch).expect("targets parse");
     assert_eq!(u.host_str(), Some(target.host.as_str()), "{path:?}");
     assert_eq!(u.port(), None, "{path:?}");
-    assert!(u.username().is_empty() && u.password().is_none(), "{path:?}");
+    assert!(
+        u.username().is_empty() && u.password().is_none(),
+        "{path:?}"
+    );
     let page = url::Url::parse("https://a.example/").expect("page URL");
     if let Some(again) = fold(site, &page, &to_fetch) {
         let sent = again.split('#').next().unwrap_or_default();
-        let back = unfold(site, sent).expect("folded paths unfold").expect("a target");
+        let back = unfold(site, sent)
+            .expect("folded paths unfold")
+            .expect("a target");
         let mut want = u.clone();
         want.set_fragment(None);
         assert_eq!(back.url(Scheme::Https), want.as_str(), "{path:?}");
