@@ -1,0 +1,23 @@
+//! # mewa-accel
+//!
+//! The pure core of seed 004's accelerator: a reverse-proxy cache that
+//! rewrites a page's references to other domains so that one HTTP/2
+//! connection carries the whole page ("the SPDY accelerator rewrites the file
+//! itself so that its page resources (site-b.com) belong to the same domain
+//! as the main HTML file (site-a.com)", seed 004 §III).
+//!
+//! - [`site`]: which hosts a site serves, which it may fold (the allowlist),
+//!   and the folded path form; validated configuration.
+//! - [`mapping`]: [`fold`](mapping::fold) a resource URL into a path on the
+//!   document's host and [`unfold`](mapping::unfold) a request path back into
+//!   the URL to fetch, refusing anything that could make the accelerator an
+//!   open proxy.
+//! - [`rewrite`]: streaming rewriters for HTML (on `lol_html`), CSS and
+//!   `srcset`, with counts for metrics.
+//!
+//! Everything here is sans-IO: values in, values out; the server, cache and
+//! admin come in later steps (docs/ACCEL.md).
+
+pub mod mapping;
+pub mod rewrite;
+pub mod site;
