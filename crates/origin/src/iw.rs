@@ -252,10 +252,14 @@ fn make_room(socket: &socket2::Socket, granted: u32) {
     if now >= needed {
         return;
     }
-    let ceiling = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_wmem")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(2).and_then(|v| v.parse().ok()))
-        .unwrap_or(4 << 20usize);
+    // The origin's sockets live in one namespace: read its ceiling once.
+    static CEILING: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let ceiling = *CEILING.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_wmem")
+            .ok()
+            .and_then(|s| s.split_whitespace().nth(2).and_then(|v| v.parse().ok()))
+            .unwrap_or(4 << 20)
+    });
     // The kernel doubles what it is given.
     let _ = socket.set_send_buffer_size((ceiling / 2).max(needed / 2));
 }
