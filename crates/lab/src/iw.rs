@@ -38,6 +38,7 @@ use crate::experiment::{
 use crate::fld::{check_controls, queue_bytes, TcpCounters};
 use crate::fld::{quantile, FldReport, Plot, Section};
 use crate::loader::{IwAsk, LoadOptions};
+use crate::metrics::median;
 use crate::record::{LoadRecord, Protocol};
 use crate::report::plot::{Mark, Series};
 use crate::report::Table;
@@ -509,10 +510,6 @@ fn attach_link(
 
 /// One point of the grid: a page at an RTT over a transport.
 type Point = (String, u64, String);
-
-fn median(v: &[f64]) -> Option<f64> {
-    quantile(v, 0.5)
-}
 
 /// A fraction as a percentage with one decimal.
 fn pct(v: f64) -> String {
