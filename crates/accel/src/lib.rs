@@ -15,9 +15,16 @@
 //! - [`rewrite`]: streaming rewriters for HTML (on `lol_html`), CSS and
 //!   `srcset`, with counts for metrics.
 //!
-//! Everything here is sans-IO: values in, values out; the server, cache and
-//! admin come in later steps (docs/ACCEL.md).
+//! - [`cache`]: stored responses by RFC 9111's rules (memory with a byte
+//!   bound, optional disk), time passed in.
+//! - [`server`]: `mewa accel serve`, the runtime: listeners, the request
+//!   path, the upstream client, admin (metrics, status page, purge).
+//!
+//! Everything but [`server`] is sans-IO (the cache's disk copy aside):
+//! values in, values out (docs/ACCEL.md).
 
+pub mod cache;
 pub mod mapping;
 pub mod rewrite;
+pub mod server;
 pub mod site;

@@ -3,6 +3,7 @@
 //! the lab. It only parses arguments: every command's work is library code
 //! in the crates below it (docs/ARCHITECTURE.md).
 
+mod accel;
 mod cc;
 mod client;
 mod corpus;
@@ -56,6 +57,10 @@ enum Cmd {
     /// pair, the origin against nghttpd and nginx, the edge's DNS against
     /// NSD, the proxy against a direct connection.
     Bench(mewa_bench::BenchCmd),
+    /// Seed 004's accelerator: a reverse-proxy cache that folds a page's
+    /// domains into its own host so one HTTP/2 connection carries the page
+    /// (docs/ACCEL.md).
+    Accel(accel::AccelCmd),
     /// Register, remove and inspect mewa's BPF TCP congestion controls
     /// (FLD_TCP as mewa_fld; docs/CC.md).
     Cc(cc::CcCmd),
@@ -94,6 +99,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Edge(e) => edge::run(e).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Client(c) => client::run(c).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Lab(l) => lab::run(*l).map(|()| std::process::ExitCode::SUCCESS),
+        Cmd::Accel(a) => accel::run(a).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Cc(c) => cc::run(c).map(|()| std::process::ExitCode::SUCCESS),
         Cmd::Bench(b) => mewa_bench::run(b)
             .map(|()| std::process::ExitCode::SUCCESS)

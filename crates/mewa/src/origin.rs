@@ -22,6 +22,23 @@ enum Which {
     /// Without --plain/--tls/--h3 it listens on 0.0.0.0:8080 (HTTP/1.1 +
     /// h2c), 0.0.0.0:8443 (TLS: h2, http/1.1) and UDP 0.0.0.0:8443 (HTTP/3).
     Serve(Box<ServeArgs>),
+    /// Issue a certificate of the local test CA for some hosts and write
+    /// it (chain, then key) as PEM: for the accelerator or nginx in front
+    /// of the origin (`[tls]` in `mewa accel config`).
+    Cert(CertArgs),
+}
+
+#[derive(Debug, Args)]
+struct CertArgs {
+    /// Host names the certificate covers.
+    #[arg(required = true)]
+    hosts: Vec<String>,
+    /// Where to write `cert.pem` and `key.pem`.
+    #[arg(long, short, value_name = "DIR")]
+    out: PathBuf,
+    /// Directory of the local test CA (as for `serve`).
+    #[arg(long, value_name = "DIR")]
+    ca_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -189,6 +206,7 @@ impl ServeArgs {
 pub fn run(cmd: OriginCmd) -> anyhow::Result<()> {
     match cmd.which {
         Which::Serve(a) => serve(*a),
+        Which::Cert(a) => cert(a),
     }
 }
 
@@ -277,6 +295,28 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
         println!("Ctrl-C stops.");
     })
     .context("origin server")
+}
+
+fn cert(a: CertArgs) -> anyhow::Result<()> {
+    let ca_dir = match a.ca_dir {
+        Some(d) => d,
+        None => default_ca_dir()?,
+    };
+    let ca = mewa_origin::tls::Ca::load_or_create(&ca_dir)?;
+    let hosts: Vec<&str> = a.hosts.iter().map(String::as_str).collect();
+    let certs = ca.issue(&hosts)?;
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let (cert, key) = (a.out.join("cert.pem"), a.out.join("key.pem"));
+    certs.write_pem(&cert, &key)?;
+    println!(
+        "{} and {} for {} (CA {}; Chromium: --ignore-certificate-errors-spki-list={})",
+        cert.display(),
+        key.display(),
+        a.hosts.join(", "),
+        ca.cert_path().display(),
+        certs.leaf_spki_sha256
+    );
+    Ok(())
 }
 
 /// The test CA's default folder (`mewa_lab::experiment::default_ca_dir`),

@@ -245,6 +245,43 @@ pub fn client_config(
 }
 
 impl Certs {
+    /// Writes the chain (leaf, then CA) and the leaf's key as PEM files,
+    /// replacing them if present (the key with mode 0600): how another
+    /// server (the accelerator, nginx) presents a certificate of the test
+    /// CA.
+    pub fn write_pem(&self, cert: &Path, key: &Path) -> Result<(), TlsError> {
+        use base64::Engine as _;
+        let pem = |label: &str, der: &[u8]| {
+            let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+            let mut s = format!("-----BEGIN {label}-----\n");
+            for line in b64.as_bytes().chunks(64) {
+                s.push_str(&String::from_utf8_lossy(line));
+                s.push('\n');
+            }
+            s.push_str(&format!("-----END {label}-----\n"));
+            s
+        };
+        let chain: String = self.chain.iter().map(|c| pem("CERTIFICATE", c)).collect();
+        for p in [cert, key] {
+            match std::fs::remove_file(p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => {
+                    return Err(TlsError::Io {
+                        path: p.to_owned(),
+                        error,
+                    })
+                }
+            }
+        }
+        write_file(cert, chain.as_bytes(), 0o644)?;
+        write_file(
+            key,
+            pem("PRIVATE KEY", self.key.secret_pkcs8_der()).as_bytes(),
+            0o600,
+        )
+    }
+
     /// A client configuration trusting this chain's CA (see
     /// [`client_config`]).
     pub fn client_config(&self, alpn: &[&[u8]]) -> Result<rustls::ClientConfig, TlsError> {

@@ -1,0 +1,963 @@
+//! One request through the accelerator (docs/ACCEL.md §2):
+//!
+//! 1. The `Host` (or `:authority`) picks the site; a host that is not a
+//!    site's document host gets 421: nothing else is ever proxied.
+//! 2. The path is unfolded: a site path goes to the site's origin, a folded
+//!    path to the allowlisted host it names, anything refused gets 400.
+//! 3. Folded requests: only GET and HEAD, never navigations; the page's
+//!    cookies and credentials are removed, the `Referer` cut to its origin.
+//! 4. The cache answers if it can (fresh, or revalidated with a
+//!    conditional request); else the origin is asked and a storable
+//!    response is stored while it streams to the client.
+//! 5. HTML and CSS are rewritten on the way out; folded responses lose
+//!    their `Set-Cookie` (and their host stops being folded) and carry
+//!    `Content-Security-Policy: sandbox`.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use http_cache_semantics::{AfterResponse, CacheOptions, CachePolicy};
+use hyper::body::Incoming;
+use url::Url;
+
+use super::admin::Metrics;
+use super::body::{empty, full, ChanBody, OutBody, Rewrite, Transform};
+use super::upstream::UpBody;
+use super::{Accel, VIA};
+use crate::cache::{Lookup, Stored};
+use crate::mapping::{unfold, FoldContext, Scheme};
+use crate::rewrite::css::CssRewriter;
+use crate::rewrite::html::{HtmlOptions, HtmlRewriter};
+use crate::rewrite::Counts;
+use crate::site::{normalize_host, Site};
+
+/// Hop-by-hop fields (RFC 9110 §7.6.1), removed in both directions along
+/// with any field `Connection` names.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+fn strip_hop_by_hop(h: &mut HeaderMap) {
+    let named: Vec<String> = h
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect();
+    for n in named {
+        if let Ok(n) = HeaderName::from_bytes(n.as_bytes()) {
+            h.remove(n);
+        }
+    }
+    for n in HOP_BY_HOP {
+        h.remove(*n);
+    }
+}
+
+fn plain(status: StatusCode, msg: impl Into<String>) -> Response<OutBody> {
+    let mut r = Response::new(full(msg.into() + "\n"));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r.headers_mut()
+        .insert(header::VIA, HeaderValue::from_static(VIA));
+    r
+}
+
+/// The request's host, from `:authority` (HTTP/2) or `Host` (HTTP/1.1),
+/// with its port if it had one.
+fn authority(req: &Request<Incoming>) -> Option<String> {
+    if let Some(a) = req.uri().authority() {
+        return Some(a.as_str().to_owned());
+    }
+    req.headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// Whether a folded request is a navigation (a document, a frame, an
+/// embedded object): these are refused, because a folded path is another
+/// domain's content under the site's origin (docs/ACCEL.md, "Navigations").
+fn is_navigation(h: &HeaderMap) -> bool {
+    let get = |n: &str| {
+        h.get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_ascii_lowercase)
+    };
+    if get("sec-fetch-mode").as_deref() == Some("navigate") {
+        return true;
+    }
+    if let Some(dest) = get("sec-fetch-dest") {
+        return matches!(
+            dest.as_str(),
+            "document" | "iframe" | "frame" | "embed" | "object" | "fencedframe"
+        );
+    }
+    // No fetch metadata (an old browser, a script): a request that prefers
+    // HTML is treated as a navigation.
+    get("accept").is_some_and(|a| a.starts_with("text/html"))
+}
+
+/// Whether the client takes gzip.
+fn accepts_gzip(h: &HeaderMap) -> bool {
+    h.get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|c| {
+            let mut parts = c.split(';');
+            let name = parts.next().unwrap_or("").trim();
+            let q0 = parts.any(|p| {
+                let p = p.trim();
+                p == "q=0" || p == "q=0.0" || p == "q=0.00" || p == "q=0.000"
+            });
+            (name.eq_ignore_ascii_case("gzip") || name == "*") && !q0
+        })
+}
+
+/// What a response is, for the rewriters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Html,
+    Css,
+    Other,
+}
+
+fn kind_of(h: &HeaderMap) -> (Kind, Option<String>) {
+    let Some(ct) = h.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+        return (Kind::Other, None);
+    };
+    let mut parts = ct.split(';');
+    let mime = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+    let charset = parts.find_map(|p| {
+        let (k, v) = p.split_once('=')?;
+        k.trim()
+            .eq_ignore_ascii_case("charset")
+            .then(|| v.trim().trim_matches('"').to_owned())
+    });
+    let kind = match mime.as_str() {
+        "text/html" | "application/xhtml+xml" => Kind::Html,
+        "text/css" => Kind::Css,
+        _ => Kind::Other,
+    };
+    (kind, charset)
+}
+
+/// How a request is routed, once its path has been unfolded.
+struct Route {
+    site: Arc<Site>,
+    scheme: Scheme,
+    /// The host the request goes to (the site's own, or the folded one).
+    upstream_host: String,
+    /// The absolute upstream URL (also the cache key).
+    upstream_url: String,
+    /// The URL the browser sees (for rewriting).
+    served_url: String,
+    folded: bool,
+}
+
+/// Serves one request.
+pub async fn handle(
+    accel: Arc<Accel>,
+    req: Request<Incoming>,
+    scheme: Scheme,
+) -> Response<OutBody> {
+    Metrics::inc(&accel.metrics.requests);
+    let Some(auth) = authority(&req) else {
+        return plain(StatusCode::BAD_REQUEST, "no Host");
+    };
+    let bare = match auth.rsplit_once(':') {
+        Some((h, p)) if !h.contains(']') && p.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => auth.as_str(),
+    };
+    let host = match normalize_host(bare) {
+        Ok(h) => h,
+        Err(_) => {
+            return plain(
+                StatusCode::MISDIRECTED_REQUEST,
+                format!("this accelerator does not serve {auth:?}"),
+            )
+        }
+    };
+    let Some(site) = accel.sites.for_host(&host).cloned() else {
+        return plain(
+            StatusCode::MISDIRECTED_REQUEST,
+            format!("this accelerator does not serve {host}"),
+        );
+    };
+    let pq = req
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    let target = match unfold(&site, &pq) {
+        Ok(t) => t,
+        Err(reason) => {
+            Metrics::bump(&accel.metrics.refused, reason.label());
+            return plain(
+                StatusCode::BAD_REQUEST,
+                format!("refused: {reason} ({})", reason.label()),
+            );
+        }
+    };
+    let served_url = format!("{}://{}{pq}", scheme.as_str(), auth.to_ascii_lowercase());
+    let route = match target {
+        Some(t) => Route {
+            site,
+            scheme,
+            upstream_url: t.url(scheme),
+            upstream_host: t.host,
+            served_url,
+            folded: true,
+        },
+        None => Route {
+            site,
+            scheme,
+            upstream_url: format!("{}://{host}{pq}", scheme.as_str()),
+            upstream_host: host,
+            served_url,
+            folded: false,
+        },
+    };
+    if route.folded {
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            return plain(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "folded paths are static resources: GET or HEAD only",
+            );
+        }
+        if is_navigation(req.headers()) {
+            Metrics::inc(&accel.metrics.navigations_refused);
+            return plain(
+                StatusCode::FORBIDDEN,
+                "a folded path is not a page: open the resource on its own host",
+            );
+        }
+    }
+    serve(accel, req, route).await
+}
+
+/// The request as it goes upstream: client fields minus hop-by-hop ones,
+/// minus the page's credentials for folded hosts, `Accept-Encoding`
+/// reduced to gzip or nothing (the rewriters read gzip and plain text; one
+/// encoding also keeps the variants per URL few).
+fn upstream_headers(client: &HeaderMap, route: &Route) -> HeaderMap {
+    let mut h = client.clone();
+    strip_hop_by_hop(&mut h);
+    h.remove(header::HOST);
+    let gzip = accepts_gzip(&h);
+    h.remove(header::ACCEPT_ENCODING);
+    if gzip {
+        h.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+    }
+    if route.folded {
+        // Same-origin requests carry the page's cookies; they belong to the
+        // site, never to the folded host.
+        h.remove(header::COOKIE);
+        h.remove(header::AUTHORIZATION);
+        // The browser would have sent only the page's origin to another
+        // site (strict-origin-when-cross-origin); do the same.
+        if let Some(r) = h.get(header::REFERER).and_then(|v| v.to_str().ok()) {
+            let origin = Url::parse(r)
+                .ok()
+                .map(|u| u.origin().ascii_serialization() + "/");
+            match origin.and_then(|o| HeaderValue::from_str(&o).ok()) {
+                Some(v) => {
+                    h.insert(header::REFERER, v);
+                }
+                None => {
+                    h.remove(header::REFERER);
+                }
+            }
+        }
+    }
+    h.append(header::VIA, HeaderValue::from_static(VIA));
+    h
+}
+
+fn request_parts(method: Method, url: &str, headers: HeaderMap) -> Option<http::request::Parts> {
+    let mut r = Request::builder().method(method).uri(url).body(()).ok()?;
+    *r.headers_mut() = headers;
+    Some(r.into_parts().0)
+}
+
+async fn serve(accel: Arc<Accel>, req: Request<Incoming>, route: Route) -> Response<OutBody> {
+    let (parts, body) = req.into_parts();
+    let head_only = parts.method == Method::HEAD;
+    let client_gzip = accepts_gzip(&parts.headers);
+    let up_headers = upstream_headers(&parts.headers, &route);
+    let cacheable = (parts.method == Method::GET || parts.method == Method::HEAD)
+        && (route.folded
+            || !(parts.headers.contains_key(header::COOKIE)
+                || parts.headers.contains_key(header::AUTHORIZATION)));
+    let Some(lookup_req) = request_parts(Method::GET, &route.upstream_url, up_headers.clone())
+    else {
+        return plain(
+            StatusCode::BAD_REQUEST,
+            "request target does not make a URL",
+        );
+    };
+    let now = SystemTime::now();
+    if cacheable {
+        match accel.cache.lookup(&route.upstream_url, &lookup_req, now) {
+            Lookup::Fresh(stored, res) => {
+                Metrics::inc(&accel.metrics.hits);
+                return respond_stored(
+                    &accel,
+                    &route,
+                    &parts.headers,
+                    stored,
+                    res,
+                    head_only,
+                    client_gzip,
+                );
+            }
+            Lookup::Stale(stored, conditional) => {
+                let up = Request::from_parts(conditional.clone(), empty_up());
+                match accel
+                    .upstream
+                    .send(route.scheme, &route.upstream_host, up)
+                    .await
+                {
+                    Ok(res) => {
+                        let (rp, rb) = res.into_parts();
+                        let mut rp_h = rp.clone();
+                        strip_hop_by_hop(&mut rp_h.headers);
+                        match stored
+                            .policy
+                            .after_response(&conditional, &rp_h, SystemTime::now())
+                        {
+                            AfterResponse::NotModified(policy, fresh) => {
+                                Metrics::inc(&accel.metrics.revalidated);
+                                // Drain the (empty) 304 body so the
+                                // connection can be reused.
+                                let _ = rb.collect().await;
+                                let mut headers = fresh.headers.clone();
+                                headers.remove(header::AGE);
+                                let s = accel.cache.revalidated(
+                                    &route.upstream_url,
+                                    &stored,
+                                    policy,
+                                    headers,
+                                );
+                                return respond_stored(
+                                    &accel,
+                                    &route,
+                                    &parts.headers,
+                                    s,
+                                    fresh,
+                                    head_only,
+                                    client_gzip,
+                                );
+                            }
+                            AfterResponse::Modified(..) => {
+                                Metrics::inc(&accel.metrics.revalidated_changed);
+                                return respond_upstream(
+                                    &accel,
+                                    &route,
+                                    &lookup_req,
+                                    rp,
+                                    rb,
+                                    head_only,
+                                    client_gzip,
+                                    true,
+                                );
+                            }
+                        }
+                    }
+                    Err(e) => return upstream_failed(&accel, &route, e),
+                }
+            }
+            Lookup::Miss => Metrics::inc(&accel.metrics.misses),
+        }
+    } else {
+        Metrics::inc(&accel.metrics.passed);
+    }
+    // To the origin. GET and HEAD go without a body; other methods (only
+    // on the site's own paths) carry the client's.
+    let up_body: UpBody = if parts.method == Method::GET || parts.method == Method::HEAD {
+        empty_up()
+    } else {
+        body.boxed()
+    };
+    let Some(up_parts) = request_parts(parts.method.clone(), &route.upstream_url, up_headers)
+    else {
+        return plain(
+            StatusCode::BAD_REQUEST,
+            "request target does not make a URL",
+        );
+    };
+    let store = cacheable && parts.method == Method::GET;
+    match accel
+        .upstream
+        .send(
+            route.scheme,
+            &route.upstream_host,
+            Request::from_parts(up_parts, up_body),
+        )
+        .await
+    {
+        Ok(res) => {
+            let (rp, rb) = res.into_parts();
+            respond_upstream(
+                &accel,
+                &route,
+                &lookup_req,
+                rp,
+                rb,
+                head_only,
+                client_gzip,
+                store,
+            )
+        }
+        Err(e) => upstream_failed(&accel, &route, e),
+    }
+}
+
+fn empty_up() -> UpBody {
+    Empty::<Bytes>::new()
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+fn upstream_failed(
+    accel: &Accel,
+    route: &Route,
+    e: super::upstream::UpstreamError,
+) -> Response<OutBody> {
+    Metrics::bump(&accel.metrics.upstream_errors, e.label());
+    tracing::warn!("accel: {}: {e}", route.upstream_url);
+    let status = match e {
+        super::upstream::UpstreamError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+        _ => StatusCode::BAD_GATEWAY,
+    };
+    plain(
+        status,
+        format!(
+            "the origin for {} could not be reached ({})",
+            route.upstream_host,
+            e.label()
+        ),
+    )
+}
+
+/// Headers common to every response the accelerator passes on: folded
+/// responses lose cookies and are sandboxed if opened as a document.
+/// Returns whether a `Set-Cookie` was removed.
+fn outgoing_headers(accel: &Accel, route: &Route, h: &mut HeaderMap) -> bool {
+    strip_hop_by_hop(h);
+    h.append(header::VIA, HeaderValue::from_static(VIA));
+    if !route.folded {
+        return false;
+    }
+    let cookies = h.get_all(header::SET_COOKIE).iter().count() as u64;
+    if cookies > 0 {
+        h.remove(header::SET_COOKIE);
+        Metrics::add(&accel.metrics.cookies_stripped, cookies);
+        accel.disqualify(&route.upstream_host);
+    }
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox"),
+    );
+    cookies > 0
+}
+
+/// Decides whether (and how) a body with headers `h` is rewritten for
+/// `route`; adjusts `h` for the rewritten body. `None`: sent as it is.
+fn transform_for(
+    accel: &Accel,
+    route: &Route,
+    status: StatusCode,
+    h: &mut HeaderMap,
+    client_gzip: bool,
+) -> Option<Transform> {
+    if status != StatusCode::OK {
+        return None;
+    }
+    let (kind, charset) = kind_of(h);
+    if kind == Kind::Other || (kind == Kind::Html && route.folded) {
+        return None;
+    }
+    let fold_site = accel.fold_site(&route.site);
+    // Nothing to fold (every host disqualified): nothing to rewrite.
+    fold_site.folded_hosts().next()?;
+    let unrewritten = |why: &'static str| {
+        Metrics::bump(&accel.metrics.unrewritten, why);
+        tracing::info!("accel: {} served unrewritten: {why}", route.served_url);
+        None
+    };
+    let gunzip = match h
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_ascii_lowercase())
+    {
+        None => false,
+        Some(e) if e.is_empty() || e == "identity" => false,
+        Some(e) if e == "gzip" || e == "x-gzip" => true,
+        Some(_) => return unrewritten("content_encoding"),
+    };
+    if kind == Kind::Html
+        && (h.contains_key(header::CONTENT_SECURITY_POLICY)
+            || h.contains_key(header::CONTENT_SECURITY_POLICY_REPORT_ONLY))
+    {
+        return unrewritten("csp");
+    }
+    let served = Url::parse(&route.served_url).ok()?;
+    let rewrite = match kind {
+        Kind::Html => {
+            let ctx = FoldContext::document(fold_site, served)?;
+            let options = HtmlOptions {
+                charset,
+                ..HtmlOptions::default()
+            };
+            match HtmlRewriter::new(ctx, &options) {
+                Ok(r) => Rewrite::Html(Box::new(r)),
+                Err(_) => return unrewritten("charset"),
+            }
+        }
+        Kind::Css => {
+            let ctx = if route.folded {
+                let original = Url::parse(&route.upstream_url).ok()?;
+                FoldContext::stylesheet(fold_site, served, original)?
+            } else {
+                FoldContext::document(fold_site, served)?
+            };
+            Rewrite::Css(Box::new(CssRewriter::new(ctx)))
+        }
+        Kind::Other => return None,
+    };
+    // The body changes: its length, validators and ranges no longer hold.
+    h.remove(header::CONTENT_LENGTH);
+    h.remove(header::ACCEPT_RANGES);
+    h.remove("content-md5");
+    h.remove("digest");
+    if let Some(etag) = h.get(header::ETAG).and_then(|v| v.to_str().ok()) {
+        if !etag.starts_with("W/") {
+            if let Ok(v) = HeaderValue::from_str(&format!("W/{etag}")) {
+                h.insert(header::ETAG, v);
+            }
+        }
+    }
+    let gzip_out = gunzip && client_gzip;
+    if gunzip && !gzip_out {
+        h.remove(header::CONTENT_ENCODING);
+    }
+    if !gunzip && client_gzip {
+        // Compress what was sent plain: HTML and CSS shrink several times.
+        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
+    let vary_ae = h
+        .get_all(header::VARY)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.to_ascii_lowercase().contains("accept-encoding"));
+    if !vary_ae {
+        h.append(header::VARY, HeaderValue::from_static("accept-encoding"));
+    }
+    let counter = match kind {
+        Kind::Html => &accel.metrics.documents_rewritten,
+        _ => &accel.metrics.stylesheets_rewritten,
+    };
+    Metrics::inc(counter);
+    Some(Transform::new(rewrite, gunzip, client_gzip))
+}
+
+fn record_counts(accel: &Accel, c: Counts) {
+    Metrics::add(&accel.metrics.refs_folded, c.folded);
+    Metrics::add(&accel.metrics.refs_absolutized, c.absolutized);
+    Metrics::add(&accel.metrics.refs_kept_for_integrity, c.kept_for_integrity);
+}
+
+/// Whether `If-None-Match` names `etag` (weak comparison, RFC 9110 §13.1.2).
+fn none_match(req: &HeaderMap, etag: Option<&HeaderValue>) -> bool {
+    let Some(etag) = etag.and_then(|e| e.to_str().ok()) else {
+        return false;
+    };
+    let bare = |t: &str| t.trim().trim_start_matches("W/").to_owned();
+    req.get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim() == "*" || bare(t) == bare(etag))
+}
+
+fn respond_stored(
+    accel: &Arc<Accel>,
+    route: &Route,
+    client: &HeaderMap,
+    stored: Arc<Stored>,
+    res: http::response::Parts,
+    head_only: bool,
+    client_gzip: bool,
+) -> Response<OutBody> {
+    let mut h = res.headers;
+    outgoing_headers(accel, route, &mut h);
+    let status = stored.status;
+    let transform = transform_for(accel, route, status, &mut h, client_gzip);
+    if status == StatusCode::OK && none_match(client, h.get(header::ETAG)) {
+        let mut r = Response::new(empty());
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        for n in [
+            header::ETAG,
+            header::CACHE_CONTROL,
+            header::EXPIRES,
+            header::VARY,
+            header::VIA,
+            header::AGE,
+        ] {
+            for v in h.get_all(&n) {
+                r.headers_mut().append(n.clone(), v.clone());
+            }
+        }
+        return r;
+    }
+    let body = if head_only {
+        empty()
+    } else {
+        match transform {
+            None => {
+                Metrics::add(&accel.metrics.bytes_out, stored.body.len() as u64);
+                full(stored.body.clone())
+            }
+            Some(t) => {
+                let (tx, body) = ChanBody::channel();
+                let accel = accel.clone();
+                let bytes = stored.body.clone();
+                tokio::spawn(async move {
+                    let mut t = t;
+                    let first = t.push(&bytes);
+                    let result = match first {
+                        Ok(b) => t.finish().map(|(last, c, bail)| (b, last, c, bail)),
+                        Err(e) => Err(e),
+                    };
+                    match result {
+                        Ok((a, b, counts, bail)) => {
+                            record_counts(&accel, counts);
+                            if let Some(why) = bail {
+                                tracing::info!("accel: {why}");
+                            }
+                            Metrics::add(&accel.metrics.bytes_out, (a.len() + b.len()) as u64);
+                            let _ = tx.send(Ok(a)).await;
+                            let _ = tx.send(Ok(b)).await;
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Err(e)).await;
+                        }
+                    }
+                });
+                body
+            }
+        }
+    };
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    *r.headers_mut() = h;
+    r
+}
+
+#[allow(clippy::too_many_arguments)]
+fn respond_upstream(
+    accel: &Arc<Accel>,
+    route: &Route,
+    lookup_req: &http::request::Parts,
+    rp: http::response::Parts,
+    rb: Incoming,
+    head_only: bool,
+    client_gzip: bool,
+    store: bool,
+) -> Response<OutBody> {
+    let mut stored_headers = rp.headers.clone();
+    strip_hop_by_hop(&mut stored_headers);
+    let had_cookie = !route.folded && stored_headers.contains_key(header::SET_COOKIE);
+    let mut h = rp.headers.clone();
+    let stripped = outgoing_headers(accel, route, &mut h);
+    if stripped {
+        stored_headers.remove(header::SET_COOKIE);
+    }
+    let status = rp.status;
+    // Stored: a storable GET response without the site's cookies in it.
+    let tee = if store && !had_cookie && !head_only {
+        response_parts(status, &stored_headers).and_then(|res| {
+            let policy = CachePolicy::new_options(
+                lookup_req,
+                &res,
+                SystemTime::now(),
+                CacheOptions::default(),
+            );
+            let declared = h
+                .get(header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            (policy.is_storable() && declared.is_none_or(|n| accel.cache.fits(n))).then_some(Tee {
+                policy,
+                status,
+                headers: stored_headers,
+                buf: BytesMut::new(),
+                ok: true,
+            })
+        })
+    } else {
+        None
+    };
+    let transform = transform_for(accel, route, status, &mut h, client_gzip);
+    let (tx, body) = if head_only {
+        (None, empty())
+    } else {
+        let (tx, body) = ChanBody::channel();
+        (Some(tx), body)
+    };
+    let accel2 = accel.clone();
+    let key = route.upstream_url.clone();
+    let lookup_req = lookup_req.clone();
+    tokio::spawn(pump(accel2, key, lookup_req, rb, transform, tee, tx));
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    *r.headers_mut() = h;
+    r
+}
+
+fn response_parts(status: StatusCode, h: &HeaderMap) -> Option<http::response::Parts> {
+    let mut r = Response::builder().status(status).body(()).ok()?;
+    *r.headers_mut() = h.clone();
+    Some(r.into_parts().0)
+}
+
+/// A response on its way into the cache.
+struct Tee {
+    policy: CachePolicy,
+    status: StatusCode,
+    headers: HeaderMap,
+    buf: BytesMut,
+    ok: bool,
+}
+
+/// Reads the upstream body, feeding the client (through the rewriter if
+/// any) and the cache; stores the response once it has all come.
+async fn pump(
+    accel: Arc<Accel>,
+    key: String,
+    lookup_req: http::request::Parts,
+    mut rb: Incoming,
+    mut transform: Option<Transform>,
+    mut tee: Option<Tee>,
+    tx: Option<tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>>,
+) {
+    let mut client_gone = tx.is_none();
+    while let Some(frame) = rb.frame().await {
+        let frame = match frame {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!("accel: {key}: upstream body: {e}");
+                if let Some(tx) = &tx {
+                    let _ = tx.send(Err(std::io::Error::other(e))).await;
+                }
+                return;
+            }
+        };
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers
+        };
+        Metrics::add(&accel.metrics.bytes_upstream, data.len() as u64);
+        if let Some(t) = &mut tee {
+            if t.ok {
+                if accel.cache.fits((t.buf.len() + data.len()) as u64) {
+                    t.buf.extend_from_slice(&data);
+                } else {
+                    t.ok = false;
+                    t.buf = BytesMut::new();
+                }
+            }
+        }
+        if client_gone {
+            if tee.as_ref().is_none_or(|t| !t.ok) {
+                // Nobody left to read it.
+                return;
+            }
+            continue;
+        }
+        let out = match &mut transform {
+            Some(t) => match t.push(&data) {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!("accel: {key}: rewriting: {e}");
+                    if let Some(tx) = &tx {
+                        let _ = tx.send(Err(e)).await;
+                    }
+                    return;
+                }
+            },
+            None => data,
+        };
+        if !out.is_empty() {
+            Metrics::add(&accel.metrics.bytes_out, out.len() as u64);
+            if let Some(tx) = &tx {
+                if tx.send(Ok(out)).await.is_err() {
+                    client_gone = true;
+                }
+            }
+        }
+    }
+    if let (Some(t), false) = (transform, client_gone) {
+        match t.finish() {
+            Ok((last, counts, bail)) => {
+                record_counts(&accel, counts);
+                if let Some(why) = bail {
+                    tracing::info!("accel: {key}: {why}");
+                }
+                if !last.is_empty() {
+                    Metrics::add(&accel.metrics.bytes_out, last.len() as u64);
+                    if let Some(tx) = &tx {
+                        let _ = tx.send(Ok(last)).await;
+                    }
+                }
+            }
+            Err(e) => {
+                if let Some(tx) = &tx {
+                    let _ = tx.send(Err(e)).await;
+                }
+                return;
+            }
+        }
+    }
+    if let Some(t) = tee {
+        if t.ok {
+            let stored = Stored {
+                policy: t.policy,
+                status: t.status,
+                headers: t.headers,
+                body: t.buf.freeze(),
+            };
+            if accel.cache.store(&key, &lookup_req, stored) {
+                Metrics::inc(&accel.metrics.stored);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (n, v) in pairs {
+            h.append(
+                HeaderName::from_bytes(n.as_bytes()).expect("name"),
+                HeaderValue::from_str(v).expect("value"),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn navigations_are_told_from_subresources() {
+        assert!(is_navigation(&headers(&[("sec-fetch-dest", "document")])));
+        assert!(is_navigation(&headers(&[("sec-fetch-dest", "iframe")])));
+        assert!(is_navigation(&headers(&[
+            ("sec-fetch-mode", "navigate"),
+            ("sec-fetch-dest", "empty")
+        ])));
+        assert!(is_navigation(&headers(&[(
+            "accept",
+            "text/html,application/xhtml+xml"
+        )])));
+        assert!(!is_navigation(&headers(&[
+            ("sec-fetch-dest", "image"),
+            ("accept", "text/html")
+        ])));
+        assert!(!is_navigation(&headers(&[(
+            "accept",
+            "image/avif,image/webp,*/*"
+        )])));
+        assert!(!is_navigation(&headers(&[])));
+    }
+
+    #[test]
+    fn gzip_acceptance_follows_q_values() {
+        assert!(accepts_gzip(&headers(&[(
+            "accept-encoding",
+            "gzip, deflate, br"
+        )])));
+        assert!(accepts_gzip(&headers(&[(
+            "accept-encoding",
+            "br;q=1, GZIP;q=0.5"
+        )])));
+        assert!(!accepts_gzip(&headers(&[(
+            "accept-encoding",
+            "gzip;q=0, br"
+        )])));
+        assert!(!accepts_gzip(&headers(&[("accept-encoding", "br")])));
+        assert!(!accepts_gzip(&headers(&[])));
+    }
+
+    #[test]
+    fn hop_by_hop_fields_and_the_ones_connection_names_go() {
+        let mut h = headers(&[
+            ("connection", "close, x-secret"),
+            ("x-secret", "1"),
+            ("keep-alive", "5"),
+            ("transfer-encoding", "chunked"),
+            ("x-kept", "1"),
+        ]);
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
+        assert!(h.contains_key("x-kept"));
+    }
+
+    #[test]
+    fn if_none_match_compares_weakly() {
+        let e = HeaderValue::from_static("W/\"abc\"");
+        assert!(none_match(
+            &headers(&[("if-none-match", "\"abc\"")]),
+            Some(&e)
+        ));
+        assert!(none_match(
+            &headers(&[("if-none-match", "\"x\", W/\"abc\"")]),
+            Some(&e)
+        ));
+        assert!(none_match(&headers(&[("if-none-match", "*")]), Some(&e)));
+        assert!(!none_match(
+            &headers(&[("if-none-match", "\"abd\"")]),
+            Some(&e)
+        ));
+        assert!(!none_match(&headers(&[("if-none-match", "\"abc\"")]), None));
+    }
+
+    #[test]
+    fn content_types_pick_the_rewriter() {
+        assert_eq!(
+            kind_of(&headers(&[(
+                "content-type",
+                "text/html; charset=ISO-8859-1"
+            )])),
+            (Kind::Html, Some("ISO-8859-1".into()))
+        );
+        assert_eq!(
+            kind_of(&headers(&[("content-type", "TEXT/CSS")])).0,
+            Kind::Css
+        );
+        assert_eq!(
+            kind_of(&headers(&[("content-type", "image/png")])).0,
+            Kind::Other
+        );
+        assert_eq!(kind_of(&headers(&[])).0, Kind::Other);
+    }
+}
