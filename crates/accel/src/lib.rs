@@ -14,10 +14,13 @@
 //!   open proxy.
 //! - [`rewrite`]: streaming rewriters for HTML (on `lol_html`), CSS and
 //!   `srcset`, with counts for metrics.
+//! - [`csp`]: `Content-Security-Policy` values adjusted so that the folded
+//!   forms of the hosts a policy allows are allowed too.
 //!
 //! Everything here is sans-IO: values in, values out; the server, cache and
 //! admin come in later steps (docs/ACCEL.md).
 
+pub mod csp;
 pub mod mapping;
 pub mod rewrite;
 pub mod site;
