@@ -6,26 +6,12 @@
 //! to the same URL.
 #![no_main]
 
-use std::sync::OnceLock;
-
 use libfuzzer_sys::fuzz_target;
 use mewa_accel::mapping::{fold, unfold, Scheme};
-use mewa_accel::site::{Site, SiteConfig};
 
-fn sites() -> &'static [Site; 2] {
-    static SITES: OnceLock<[Site; 2]> = OnceLock::new();
-    SITES.get_or_init(|| {
-        let site = |prefix: &str| {
-            Site::new(&SiteConfig {
-                hosts: vec!["a.example".into()],
-                fold: vec!["b.example".into(), "cdn.c.example".into()],
-                prefix: prefix.into(),
-            })
-            .expect("a valid site")
-        };
-        [site(""), site("/_mewa")]
-    })
-}
+#[path = "../common/accel_sites.rs"]
+mod accel_sites;
+use accel_sites::sites;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&which, rest)) = data.split_first() else {

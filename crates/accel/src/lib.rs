@@ -14,6 +14,8 @@
 //!   open proxy.
 //! - [`rewrite`]: streaming rewriters for HTML (on `lol_html`), CSS and
 //!   `srcset`, with counts for metrics.
+//! - [`csp`]: `Content-Security-Policy` values adjusted so that the folded
+//!   forms of the hosts a policy allows are allowed too.
 //!
 //! - [`cache`]: stored responses by RFC 9111's rules (memory with a byte
 //!   bound, optional disk), time passed in.
@@ -24,6 +26,7 @@
 //! values in, values out (docs/ACCEL.md).
 
 pub mod cache;
+pub mod csp;
 pub mod mapping;
 pub mod rewrite;
 pub mod server;

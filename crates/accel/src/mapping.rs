@@ -255,7 +255,7 @@ pub fn unfold(site: &Site, path_and_query: &str) -> Result<Option<Target>, Refus
 
 /// Percent-decodes `input` once; malformed escapes stay as they are (as the
 /// URL Standard's percent-decode does).
-fn percent_decode_once(input: &[u8]) -> Vec<u8> {
+pub(crate) fn percent_decode_once(input: &[u8]) -> Vec<u8> {
     let hex = |b: u8| match b {
         b'0'..=b'9' => Some(b - b'0'),
         b'a'..=b'f' => Some(b - b'a' + 10),

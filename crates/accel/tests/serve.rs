@@ -62,6 +62,13 @@ fn answer(host: &str, path: &str, req: &http::HeaderMap) -> http::Response<Full<
                 .header("content-security-policy", "img-src http://b.example"),
             PAGE.into(),
         ),
+        ("a.example", "/csp-bad") => (
+            b.header("content-type", "text/html").header(
+                "content-security-policy",
+                http::HeaderValue::from_bytes(b"img-src http://b.example/\xe9").expect("obs-text"),
+            ),
+            PAGE.into(),
+        ),
         ("a.example", "/me") => (
             b.header("content-type", "text/plain")
                 .header("set-cookie", "session=1"),
@@ -507,9 +514,25 @@ async fn gzip_documents_are_rewritten_and_sent_compressed() {
 }
 
 #[tokio::test]
-async fn a_document_with_csp_is_served_unrewritten() {
+async fn a_content_security_policy_is_adjusted_for_the_folded_paths() {
     let r = start(None, "").await;
-    let (_, _, body) = get(r.server_http, "a.example", "/csp", &[]).await;
+    let (_, h, body) = get(r.server_http, "a.example", "/csp", &[]).await;
+    let html = String::from_utf8(body).expect("utf-8");
+    assert!(html.contains(r#"src="/b.example/x.png""#), "{html}");
+    let csp = h
+        .get("content-security-policy")
+        .and_then(|v| v.to_str().ok())
+        .expect("policy kept");
+    assert!(csp.starts_with("img-src http://b.example "), "{csp}");
+    assert!(
+        csp.contains("a.example") && csp.contains("/b.example/"),
+        "{csp}"
+    );
+    // Nothing for c.example, which the policy did not allow.
+    assert!(!csp.contains("c.example"), "{csp}");
+    assert_eq!(metric(&r.accel, "csp_adjusted_total"), 1);
+    // A policy that cannot be read: the page goes out as it came.
+    let (_, _, body) = get(r.server_http, "a.example", "/csp-bad", &[]).await;
     assert_eq!(String::from_utf8(body).expect("utf-8"), PAGE);
     let text = mewa_accel::server::admin::prometheus(&r.accel);
     assert!(

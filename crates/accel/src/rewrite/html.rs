@@ -22,6 +22,11 @@
 //! `<base href>` is applied from where it appears (HTML requires it before
 //! any URL-bearing element) and is itself kept.
 //!
+//! A `<meta http-equiv="Content-Security-Policy">` has its `content`
+//! adjusted ([`crate::csp::adjust_meta`]) so the folded paths of the hosts it
+//! allows are allowed too. One that cannot be adjusted is left as it is and
+//! nothing after it is folded: its policy would block the folded references.
+//!
 //! `lol_html` hands attribute values over raw (character references
 //! included), so values are decoded here (numeric references and `&amp;`,
 //! `&quot;`, `&apos;`, `&lt;`, `&gt;`; a value with any other reference is
@@ -43,6 +48,7 @@ use lol_html::{
     MemorySettings, OutputSink, Selector, Settings,
 };
 
+use crate::csp;
 use crate::mapping::FoldContext;
 use crate::rewrite::css::CssRewriter;
 use crate::rewrite::{srcset, Counts};
@@ -53,7 +59,7 @@ pub const DEFAULT_MAX_MEMORY: usize = 8 * 1024 * 1024;
 
 /// The elements the handler looks at.
 const SELECTOR: &str = "img, source, script[src], link, audio[src], video, track[src], \
-                        input[src], base[href], [style]";
+                        input[src], base[href], meta[http-equiv], [style]";
 
 const HTML_NS: &str = "http://www.w3.org/1999/xhtml";
 
@@ -118,6 +124,9 @@ pub struct HtmlReport {
 struct Shared {
     ctx: FoldContext,
     base_seen: bool,
+    /// Cleared by a `<meta>` policy that could not be adjusted: references
+    /// after it are left as written, which its policy allows as before.
+    folding: bool,
     /// The stylesheet of the `<style>` element being streamed.
     style: Option<CssRewriter>,
     counts: Counts,
@@ -195,6 +204,7 @@ impl HtmlRewriter {
         let shared = Arc::new(Mutex::new(Shared {
             ctx,
             base_seen: false,
+            folding: true,
             style: None,
             counts: Counts::default(),
         }));
@@ -333,7 +343,8 @@ pub fn rewrite_html(
 }
 
 fn on_element_start(el: &mut Element<'_, '_>, sh: &mut Shared) -> HandlerResult {
-    if el.namespace_uri() == HTML_NS {
+    let html = el.namespace_uri() == HTML_NS;
+    if html {
         match el.tag_name().as_str() {
             "base" if !sh.base_seen => {
                 sh.base_seen = true;
@@ -343,6 +354,15 @@ fn on_element_start(el: &mut Element<'_, '_>, sh: &mut Shared) -> HandlerResult 
                     }
                 }
             }
+            "meta" => meta_csp(el, sh)?,
+            _ => {}
+        }
+    }
+    if !sh.folding {
+        return Ok(());
+    }
+    if html {
+        match el.tag_name().as_str() {
             "img" | "source" => {
                 url_attr(el, "src", sh)?;
                 srcset_attr(el, "srcset", sh)?;
@@ -370,6 +390,51 @@ fn on_element_start(el: &mut Element<'_, '_>, sh: &mut Shared) -> HandlerResult 
                 sh.counts += c;
                 el.set_attribute("style", &encode_attr(&new))?;
             }
+        }
+    }
+    Ok(())
+}
+
+/// `<meta http-equiv="Content-Security-Policy">`: its policy gets sources
+/// for the folded paths. A meta outside `<head>` is ignored by browsers;
+/// adjusting it too is harmless and spares guessing where an implied
+/// `<head>` ends.
+fn meta_csp(el: &mut Element<'_, '_>, sh: &mut Shared) -> HandlerResult {
+    // CSP3 §3.3: "A Document may deliver a policy via one or more HTML meta
+    // elements whose http-equiv attributes are an ASCII case-insensitive
+    // match for the string "Content-Security-Policy"."
+    let is_csp = el
+        .get_attribute("http-equiv")
+        .and_then(|raw| {
+            decode_attr(&raw).map(|v| v.eq_ignore_ascii_case("content-security-policy"))
+        })
+        .unwrap_or(false);
+    if !is_csp {
+        return Ok(());
+    }
+    // HTML, "Content security policy state": "2. If the meta element has no
+    // content attribute, or if that attribute's value is the empty string,
+    // then return. 3. Let policy be the result of executing Content Security
+    // Policy's parse a serialized Content Security Policy algorithm on the
+    // meta element's content attribute's value, with a source of "meta", and
+    // a disposition of "enforce"." (One policy: see `csp::adjust_meta`.)
+    let Some(raw) = el.get_attribute("content") else {
+        return Ok(());
+    };
+    if raw.is_empty() {
+        return Ok(());
+    }
+    let adjusted = decode_attr(&raw)
+        .and_then(|content| csp::adjust_meta(&content, sh.ctx.site(), sh.ctx.served()).ok());
+    match adjusted {
+        Some(a) if a.added > 0 => {
+            sh.counts.csp_adjusted += 1;
+            el.set_attribute("content", &encode_attr(&a.value))?;
+        }
+        Some(_) => {}
+        None => {
+            sh.counts.csp_unadjustable += 1;
+            sh.folding = false;
         }
     }
     Ok(())
@@ -444,7 +509,7 @@ fn srcset_attr(el: &mut Element<'_, '_>, name: &str, sh: &mut Shared) -> Handler
 /// A chunk of a `<style>` element's text, streamed through the CSS
 /// rewriter; the chunk is replaced only when its output differs.
 fn on_style_text(t: &mut TextChunk<'_>, sh: &mut Shared) {
-    if t.text_type() != TextType::RawText {
+    if t.text_type() != TextType::RawText || !sh.folding {
         return;
     }
     let ctx = sh.ctx.clone();
@@ -932,7 +997,85 @@ mod tests {
         assert_eq!(encode_attr("a&b\"c'"), "a&amp;b&quot;c'");
     }
 
+    #[test]
+    fn meta_csp_is_adjusted() {
+        let (out, report) = rw_at(
+            "https://a.com/",
+            r#"<head><meta http-equiv="Content-Security-Policy" content="img-src 'none'; script-src https://b.com; connect-src b.com"><script src="https://b.com/a.js"></script>"#,
+        );
+        assert_eq!(
+            out,
+            r#"<head><meta http-equiv="Content-Security-Policy" content="img-src 'none'; script-src https://b.com https://a.com/b.com/; connect-src b.com"><script src="/b.com/a.js"></script>"#
+        );
+        assert_eq!(report.counts.csp_adjusted, 1);
+        assert_eq!(report.counts.folded, 1);
+
+        // http-equiv is matched case-insensitively; references are decoded
+        // and encoded again; a comma separates nothing in a meta.
+        let (out, report) = rw_at(
+            "https://a.com/",
+            r#"<META HTTP-EQUIV="content-security-POLICY" CONTENT="img-src https://b.com/a&amp;b/, cdn.c.net">"#,
+        );
+        assert_eq!(
+            out,
+            r#"<META HTTP-EQUIV="content-security-POLICY" CONTENT="img-src https://b.com/a&amp;b/, cdn.c.net https://a.com/cdn.c.net/">"#
+        );
+        assert_eq!(report.counts.csp_adjusted, 1);
+
+        // The prefix form.
+        let ctx =
+            FoldContext::document(site("/_mewa"), Url::parse("https://a.com/").unwrap()).unwrap();
+        let (out, _) = rewrite_html(
+            ctx,
+            &utf8(),
+            br#"<meta http-equiv="Content-Security-Policy" content="default-src b.com">"#,
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"<meta http-equiv="Content-Security-Policy" content="default-src b.com https://a.com/_mewa/b.com/">"#
+        );
+    }
+
+    #[test]
+    fn meta_csp_left_alone() {
+        for input in [
+            // Allowed already ('self'), nothing allowed, another directive.
+            r#"<meta http-equiv="Content-Security-Policy" content="script-src &apos;self&apos; https://b.com">"#,
+            r#"<meta http-equiv="Content-Security-Policy" content="default-src 'none'">"#,
+            r#"<meta http-equiv="Content-Security-Policy" content="frame-src b.com">"#,
+            r#"<meta http-equiv="Content-Security-Policy" content="">"#,
+            r#"<meta http-equiv="Content-Security-Policy">"#,
+            // Not a policy a meta delivers.
+            r#"<meta http-equiv="Content-Security-Policy-Report-Only" content="img-src b.com">"#,
+            r#"<meta http-equiv=" Content-Security-Policy" content="img-src b.com">"#,
+            r#"<meta name="Content-Security-Policy" content="img-src b.com">"#,
+        ] {
+            let (out, report) = rw_at("https://a.com/", input);
+            assert_eq!(out, input);
+            assert_eq!(report.counts, Counts::default(), "{input}");
+        }
+    }
+
+    #[test]
+    fn unadjustable_meta_csp_stops_folding() {
+        for content in [
+            "img-src b.com bé.example",
+            "img-src b.com&copy;",
+            "img-src\u{b}b.com",
+        ] {
+            let input = format!(
+                r#"<img src="//b.com/1.png"><meta http-equiv="Content-Security-Policy" content="{content}"><img src="//b.com/2.png" style="background:url(//b.com/3.png)"><style>a{{b:url(//b.com/4.png)}}</style>"#
+            );
+            let (out, report) = rw_at("https://a.com/", &input);
+            assert_eq!(out, input.replacen("//b.com/1.png", "/b.com/1.png", 1));
+            assert_eq!(report.counts.csp_unadjustable, 1, "{content}");
+            assert_eq!(report.counts.folded, 1);
+        }
+    }
+
     const PAGE: &str = r#"<!doctype html><html><head><base href="/"><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'self' https://b.com; img-src https://cdn.c.net">
 <link rel="stylesheet" href="https://b.com/s.css"><link rel="preload" as="image" imagesrcset="//b.com/1.png 1x, //b.com/2.png 2x">
 <style>body{background:url( "//cdn.c.net/bg.png" )} /* url(//b.com/no) */ @import url(//b.com/i.css);</style>
 <script src="//b.com/app.js"></script><script>var x = "<img src=//b.com/no>";</script></head>
@@ -944,6 +1087,7 @@ mod tests {
         let input = PAGE.as_bytes();
         let whole = chunked(input, &[]);
         assert_eq!(whole.1.counts.folded, 12);
+        assert_eq!(whole.1.counts.csp_adjusted, 1);
         for cut in 0..=input.len() {
             assert_eq!(chunked(input, &[cut]), whole, "cut at {cut}");
         }

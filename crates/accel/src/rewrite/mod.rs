@@ -26,6 +26,14 @@ pub struct Counts {
     /// attribute: the accelerator rewrites stylesheets, which would break
     /// Subresource Integrity.
     pub kept_for_integrity: u64,
+    /// `<meta http-equiv="Content-Security-Policy">` policies given sources
+    /// for the folded paths ([`crate::csp::adjust_meta`]).
+    pub csp_adjusted: u64,
+    /// `<meta>` policies that could not be adjusted (too long, non-ASCII,
+    /// control characters, an unknown character reference): left as they
+    /// are, and nothing after them is folded, since the policy would block
+    /// it.
+    pub csp_unadjustable: u64,
 }
 
 impl Counts {
@@ -43,5 +51,7 @@ impl AddAssign for Counts {
         self.folded += other.folded;
         self.absolutized += other.absolutized;
         self.kept_for_integrity += other.kept_for_integrity;
+        self.csp_adjusted += other.csp_adjusted;
+        self.csp_unadjustable += other.csp_unadjustable;
     }
 }

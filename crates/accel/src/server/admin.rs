@@ -42,6 +42,11 @@ pub struct Metrics {
     pub refs_absolutized: AtomicU64,
     /// Stylesheet references kept for Subresource Integrity.
     pub refs_kept_for_integrity: AtomicU64,
+    /// Content-Security-Policy values adjusted for folded paths (headers
+    /// and `<meta>`).
+    pub csp_adjusted: AtomicU64,
+    /// `<meta>` policies that could not be adjusted (folding stopped there).
+    pub csp_unadjustable: AtomicU64,
     /// Body bytes sent to clients.
     pub bytes_out: AtomicU64,
     /// Body bytes received from origins.
@@ -180,6 +185,18 @@ pub fn prometheus(accel: &Accel) -> String {
         "references_kept_for_integrity_total",
         "Stylesheet references left for Subresource Integrity.",
         g(&m.refs_kept_for_integrity),
+    );
+    counter(
+        &mut o,
+        "csp_adjusted_total",
+        "Content-Security-Policy values adjusted for folded paths.",
+        g(&m.csp_adjusted),
+    );
+    counter(
+        &mut o,
+        "csp_unadjustable_total",
+        "Meta Content-Security-Policy values that could not be adjusted.",
+        g(&m.csp_unadjustable),
     );
     counter(
         &mut o,

@@ -514,13 +514,20 @@ fn transform_for(
         Some(e) if e == "gzip" || e == "x-gzip" => true,
         Some(_) => return unrewritten("content_encoding"),
     };
-    if kind == Kind::Html
-        && (h.contains_key(header::CONTENT_SECURITY_POLICY)
-            || h.contains_key(header::CONTENT_SECURITY_POLICY_REPORT_ONLY))
-    {
-        return unrewritten("csp");
-    }
     let served = Url::parse(&route.served_url).ok()?;
+    if kind == Kind::Html {
+        // The folded references now come from the page's own origin: each
+        // policy gets the folded forms of the hosts it allows
+        // (docs/ACCEL.md, "Content-Security-Policy"), or the page is served
+        // as it is.
+        match adjust_csp(h, &fold_site, &served) {
+            Ok(n) => Metrics::add(&accel.metrics.csp_adjusted, n),
+            Err(e) => {
+                tracing::info!("accel: {}: policy not adjustable: {e}", route.served_url);
+                return unrewritten("csp");
+            }
+        }
+    }
     let rewrite = match kind {
         Kind::Html => {
             let ctx = FoldContext::document(fold_site, served)?;
@@ -580,10 +587,45 @@ fn transform_for(
     Some(Transform::new(rewrite, gunzip, client_gzip))
 }
 
+/// Adjusts every `Content-Security-Policy` and `…-Report-Only` value of
+/// `h` for `site`'s folded paths; returns how many values changed. On an
+/// error nothing is changed.
+fn adjust_csp(h: &mut HeaderMap, site: &Site, served: &Url) -> Result<u64, crate::csp::CspError> {
+    let mut changed = 0;
+    let mut out: Vec<(HeaderName, HeaderValue)> = Vec::new();
+    for name in [
+        header::CONTENT_SECURITY_POLICY,
+        header::CONTENT_SECURITY_POLICY_REPORT_ONLY,
+    ] {
+        for v in h.get_all(&name) {
+            let text = v
+                .to_str()
+                .map_err(|_| crate::csp::CspError::NonAscii { at: 0 })?;
+            let a = crate::csp::adjust(text, site, served)?;
+            if a.added > 0 {
+                changed += 1;
+            }
+            let v = HeaderValue::from_str(&a.value)
+                .map_err(|_| crate::csp::CspError::Control { at: 0 })?;
+            out.push((name.clone(), v));
+        }
+    }
+    if changed > 0 {
+        h.remove(header::CONTENT_SECURITY_POLICY);
+        h.remove(header::CONTENT_SECURITY_POLICY_REPORT_ONLY);
+        for (n, v) in out {
+            h.append(n, v);
+        }
+    }
+    Ok(changed)
+}
+
 fn record_counts(accel: &Accel, c: Counts) {
     Metrics::add(&accel.metrics.refs_folded, c.folded);
     Metrics::add(&accel.metrics.refs_absolutized, c.absolutized);
     Metrics::add(&accel.metrics.refs_kept_for_integrity, c.kept_for_integrity);
+    Metrics::add(&accel.metrics.csp_adjusted, c.csp_adjusted);
+    Metrics::add(&accel.metrics.csp_unadjustable, c.csp_unadjustable);
 }
 
 /// Whether `If-None-Match` names `etag` (weak comparison, RFC 9110 §13.1.2).
