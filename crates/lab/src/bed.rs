@@ -196,7 +196,14 @@ impl Bed {
                 .veth(CLIENT, crate::cross::XRECV);
         }
         let topo = b.extra_addrs(SERVER, groups.len() as u32).build()?;
-        Bed::with_origin(topo, corpus, origin, groups, on_accept)
+        Bed::with_origin(
+            topo,
+            corpus,
+            origin,
+            groups,
+            on_accept,
+            HttpOptions::default(),
+        )
     }
 
     /// Seed 000's three hosts: the client behind the radio link to the
@@ -211,6 +218,31 @@ impl Bed {
         origin: &OriginSettings,
     ) -> Result<Bed, BedError> {
         let groups = replay_groups(corpus);
+        Bed::start_with_edge_grouped(
+            corpus,
+            radio,
+            radio_options,
+            wired,
+            origin,
+            groups,
+            HttpOptions::default(),
+        )
+    }
+
+    /// As [`Bed::start_with_edge`], with the address groups given (each
+    /// group of hosts at an address of its own with a certificate of its
+    /// own, so a browser cannot coalesce across groups) and the origin's
+    /// HTTP settings (its `Cache-Control: max-age`, say): seed 004's
+    /// testbed, where each of the page's domains is its own server.
+    pub fn start_with_edge_grouped(
+        corpus: &Corpus,
+        radio: LinkConfig,
+        radio_options: LinkOptions,
+        wired: LinkConfig,
+        origin: &OriginSettings,
+        groups: Vec<Vec<String>>,
+        http: HttpOptions,
+    ) -> Result<Bed, BedError> {
         let topo = Topology::builder()
             .host(CLIENT)
             .host(EDGE)
@@ -219,7 +251,7 @@ impl Bed {
             .link(EDGE, SERVER, wired)
             .extra_addrs(SERVER, groups.len() as u32)
             .build()?;
-        Bed::with_origin(topo, corpus, origin, groups, None)
+        Bed::with_origin(topo, corpus, origin, groups, None, http)
     }
 
     fn with_origin(
@@ -228,6 +260,7 @@ impl Bed {
         origin: &OriginSettings,
         groups: Vec<Vec<String>>,
         on_accept: Option<AcceptHook>,
+        http: HttpOptions,
     ) -> Result<Bed, BedError> {
         let ip = topo.addr(SERVER)?;
         let mut host_addrs = HashMap::new();
@@ -242,7 +275,7 @@ impl Bed {
             tls: any(PORT_TLS),
             h3: any(PORT_H3),
             ca_dir: origin.ca_dir.clone(),
-            http: HttpOptions::default(),
+            http,
             tcp: TcpOptions {
                 congestion: Some(origin.congestion.clone()),
                 on_accept,

@@ -36,7 +36,7 @@ use crate::experiment::{
     ResultFolder,
 };
 use crate::fld::{check_controls, queue_bytes, TcpCounters};
-use crate::fld::{quantile, FldReport, Plot, Section};
+use crate::fld::{quantile, LabReport, Plot, Section};
 use crate::loader::{IwAsk, LoadOptions};
 use crate::metrics::median;
 use crate::record::{LoadRecord, Protocol};
@@ -230,7 +230,7 @@ struct Pending {
 }
 
 /// Runs the grid.
-pub fn run(config: &IwConfig, progress: &Progress) -> Result<FldReport, ExperimentError> {
+pub fn run(config: &IwConfig, progress: &Progress) -> Result<LabReport, ExperimentError> {
     at_least_one("--runs", config.runs)?;
     at_least_one("--wired-rtt", config.wired_rtts_ms.len())?;
     at_least_one("--transport", config.protocols.len())?;
@@ -529,7 +529,7 @@ pub fn estimated_share(page_bytes: u64, computation_ms: u64, rtt_ms: u64) -> f64
 }
 
 /// Builds the report from the runs (also from a result folder's JSON).
-pub fn report(config: &IwConfig, runs: Vec<IwRun>, folder: Option<ResultFolder>) -> FldReport {
+pub fn report(config: &IwConfig, runs: Vec<IwRun>, folder: Option<ResultFolder>) -> LabReport {
     // Per point and arm, the completion times.
     let mut times: BTreeMap<(Point, String), Vec<f64>> = BTreeMap::new();
     let mut facts: BTreeMap<Point, (u64, u64)> = BTreeMap::new();
@@ -801,7 +801,7 @@ pub fn report(config: &IwConfig, runs: Vec<IwRun>, folder: Option<ResultFolder>)
             note: String::new(),
         },
     ];
-    FldReport {
+    LabReport {
         name: "iw",
         sections,
         plots,
@@ -814,7 +814,7 @@ pub fn report(config: &IwConfig, runs: Vec<IwRun>, folder: Option<ResultFolder>)
 /// The report of an earlier run, from its folder's `config.json` and
 /// `result.json`, or, for a run that stopped half-way, the loads in its
 /// `runs.jsonl` (without the link's drops and queueing delay).
-pub fn report_again(dir: &std::path::Path) -> Result<FldReport, ExperimentError> {
+pub fn report_again(dir: &std::path::Path) -> Result<LabReport, ExperimentError> {
     let config: IwConfig = crate::experiment::read_config(&dir.join("config.json"))?;
     let input = |path: &std::path::Path, message: String| ExperimentError::Input {
         path: path.to_path_buf(),

@@ -26,9 +26,12 @@
 //!   that the baseline every gain is measured against is a browser's.
 //! - [`fld`]: seed 002's FLD_TCP experiments — bulk transfers, fairness,
 //!   and pages under cross traffic with Cubic or FLD_TCP at the server.
+//! - [`accel`]: seed 004's accelerator experiment — the `accel7` page over
+//!   HTTP/1.1, HTTPS, HTTP/2 per domain and HTTP/2 through `mewa accel`.
 //! - [`meh`]: seed 000's Mobile Edge Hint experiment — client, edge and
 //!   origin in three namespaces, each page with and without the hint.
 
+pub mod accel;
 pub mod baseline;
 pub mod bed;
 pub mod bulk;

@@ -17,7 +17,7 @@ use mewa_lab::load::AssignRule;
 use mewa_lab::meh::{BrowserPages, Dispatch, Policy, Rrc};
 use mewa_lab::record::Protocol;
 use mewa_lab::report::Report;
-use mewa_lab::{baseline, fld, iw, load, meh, parity};
+use mewa_lab::{accel, baseline, fld, iw, load, meh, parity};
 use mewa_link::core::parse_rate;
 
 /// `mewa lab …`
@@ -67,6 +67,105 @@ enum LabSub {
     /// Needs root. Results: config.json, meta.json, completion.csv,
     /// targets.csv, cost.csv, shares.csv, report.md, SVG.
     Iw(IwArgs),
+    /// Seed 004's accelerator: the accel7 page (42 images on 7 domains,
+    /// 320 KB) at RTT 150 ms, uplink 1024 kbit/s, downlink 128-4096
+    /// kbit/s, over HTTP/1.1, HTTPS, HTTP/2 to each domain and HTTP/2
+    /// through `mewa accel` (cache emptied before each load, and warm).
+    /// Headless Chromium by default (--tool loader for a quick sweep).
+    /// Needs root. Results: config.json, meta.json, runs.jsonl,
+    /// plt_chromium.csv, report.md, plt_chromium.svg (like seed 004 Fig. 6).
+    Accel(AccelArgs),
+}
+
+#[derive(Debug, Args)]
+struct AccelArgs {
+    /// Start from this configuration (a result folder's config.json);
+    /// flags given as well override its values.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Rebuild the report of an earlier run from its result folder (no
+    /// loads).
+    #[arg(long, value_name = "DIR", conflicts_with = "config")]
+    report: Option<PathBuf>,
+    /// Your own pages instead of accel7: a corpus JSON or recordings (the
+    /// page's main host is accelerated, every other host folded).
+    #[arg(long)]
+    corpus: Option<PathBuf>,
+    /// Only pages whose name contains this text (repeatable).
+    #[arg(long = "page")]
+    pages: Vec<String>,
+    /// Downlink rates, kbit/s, comma-separated
+    /// [default: 128,256,512,1024,2048,4096].
+    #[arg(long, value_delimiter = ',')]
+    down: Vec<u64>,
+    /// Uplink rate, kbit/s [default: 1024].
+    #[arg(long)]
+    up: Option<u64>,
+    /// Round trip of the emulated link, ms [default: 150].
+    #[arg(long)]
+    rtt: Option<u64>,
+    /// Variants: h1, https, h2, accel-cold, accel-warm [default: all].
+    #[arg(long, value_delimiter = ',')]
+    variant: Vec<String>,
+    /// Tools: chromium (headline), loader (quick sweep) [default: chromium].
+    #[arg(long, value_delimiter = ',')]
+    tool: Vec<String>,
+    /// Chromium binary [default: /usr/bin/chromium].
+    #[arg(long)]
+    chromium: Option<PathBuf>,
+    /// Loads per page, variant, tool and rate [default: 10].
+    #[arg(long)]
+    runs: Option<usize>,
+    /// The origins' Cache-Control max-age, s [default: 3600].
+    #[arg(long)]
+    max_age: Option<u32>,
+    /// Directory of the local test CA.
+    #[arg(long)]
+    ca_dir: Option<PathBuf>,
+    /// Parent of the timestamped result folder [default: out/lab].
+    #[arg(long, short)]
+    out: Option<PathBuf>,
+}
+
+impl AccelArgs {
+    fn config(&self) -> anyhow::Result<accel::AccelLabConfig> {
+        let mut c: accel::AccelLabConfig = match &self.config {
+            Some(p) => read_config(p)?,
+            None => accel::AccelLabConfig::default(),
+        };
+        if let Some(p) = &self.corpus {
+            c.corpus = Some(CorpusChoice {
+                path: Some(absolute(p)?),
+                pages: self.pages.clone(),
+            });
+        } else if !self.pages.is_empty() {
+            c.corpus = Some(CorpusChoice {
+                path: None,
+                pages: self.pages.clone(),
+            });
+        }
+        if !self.down.is_empty() {
+            c.down_kbps = self.down.clone();
+        }
+        c.up_kbps = self.up.unwrap_or(c.up_kbps);
+        c.rtt_ms = self.rtt.unwrap_or(c.rtt_ms);
+        if !self.variant.is_empty() {
+            c.variants = self.variant.clone();
+        }
+        if !self.tool.is_empty() {
+            c.tools = self.tool.clone();
+        }
+        if let Some(b) = &self.chromium {
+            c.chromium = absolute(b)?;
+        }
+        c.runs = self.runs.unwrap_or(c.runs);
+        c.max_age_s = self.max_age.unwrap_or(c.max_age_s);
+        if let Some(d) = &self.ca_dir {
+            c.ca_dir = Some(absolute(d)?);
+        }
+        c.out = self.out.clone().unwrap_or(c.out);
+        Ok(c)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -751,6 +850,18 @@ pub fn run(cmd: LabCmd) -> anyhow::Result<()> {
             finish(&report)
         }
         LabSub::Fld(a) => run_fld(a.which),
+        LabSub::Accel(a) => {
+            if let Some(dir) = &a.report {
+                let report = accel::report_again(dir).with_context(|| {
+                    format!("{}: not a mewa lab accel result folder", dir.display())
+                })?;
+                return finish(&report);
+            }
+            let c = a.config()?;
+            let total = c.runs * c.down_kbps.len() * c.variants.len() * c.tools.len();
+            let report = with_bar(total, |p| accel::run(&c, p)).context("accel experiment")?;
+            finish(&report)
+        }
         LabSub::Iw(a) => {
             if let Some(dir) = &a.report {
                 let report = iw::report_again(dir).with_context(|| {

@@ -41,7 +41,7 @@ use crate::report::plot::{Mark, Series};
 use crate::report::table::{opt, pct};
 use crate::report::Table;
 
-pub use report::{cdf, quantile, FldReport, Plot, Section};
+pub use report::{cdf, quantile, LabReport, Plot, Section};
 
 /// The name sockets pick FLD_TCP by (`mewa cc load` registers it).
 pub const FLD: &str = "mewa_fld";
@@ -166,7 +166,7 @@ pub struct BulkRun {
 }
 
 /// Runs the bulk comparison.
-pub fn bulk(config: &BulkConfig, progress: &Progress) -> Result<FldReport, ExperimentError> {
+pub fn bulk(config: &BulkConfig, progress: &Progress) -> Result<LabReport, ExperimentError> {
     at_least_one("--runs", config.runs)?;
     at_least_one("--size", config.sizes.len())?;
     at_least_one("--cc", config.ccs.len())?;
@@ -253,7 +253,7 @@ pub fn bulk_report(
     config: &BulkConfig,
     runs: Vec<BulkRun>,
     folder: Option<ResultFolder>,
-) -> FldReport {
+) -> LabReport {
     let mut t = Table::new(&[
         "size",
         "cc",
@@ -317,7 +317,7 @@ pub fn bulk_report(
             .queue_bytes
             .map_or_else(|| "unbounded".to_string(), |b| format!("{b} B"))
     );
-    FldReport {
+    LabReport {
         name: "fld bulk",
         sections: vec![Section {
             title: "Bulk transfers: completion time per congestion control".into(),
@@ -386,7 +386,7 @@ pub struct FairnessRun {
 pub fn fairness(
     config: &FairnessConfig,
     progress: &Progress,
-) -> Result<FldReport, ExperimentError> {
+) -> Result<LabReport, ExperimentError> {
     at_least_one("--against", config.against.len())?;
     rtt_in_range("--rtt", config.rtt_ms)?;
     if config.duration_s < 5 {
@@ -461,7 +461,7 @@ pub fn fairness_report(
     config: &FairnessConfig,
     runs: Vec<FairnessRun>,
     folder: Option<ResultFolder>,
-) -> FldReport {
+) -> LabReport {
     let mut t = Table::new(&[
         "against",
         "FLD Mbit/s",
@@ -516,7 +516,7 @@ pub fn fairness_report(
         });
         extra.push((format!("fairness-{}.csv", r.against), r.log.to_csv()));
     }
-    FldReport {
+    LabReport {
         name: "fld fairness",
         sections: vec![Section {
             title: "Fairness once FLD_TCP is past 2 MB".into(),
@@ -823,7 +823,7 @@ fn protocol_of(name: &str) -> Option<(Protocol, bool)> {
 pub const CHROMIUM: &str = "chromium";
 
 /// Loads every page with each control under each setting's cross traffic.
-pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<FldReport, ExperimentError> {
+pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<LabReport, ExperimentError> {
     at_least_one("--loads", config.loads)?;
     at_least_one("--cc", config.ccs.len())?;
     at_least_one("--setting", config.settings.len())?;
@@ -1075,7 +1075,7 @@ struct CrossEntry {
 /// Writes the report of the pages run in `dir` again from its
 /// `config.json` and `result.json` (after the report changed, or to read
 /// an old run with today's tables).
-pub fn pages_report_again(dir: &std::path::Path) -> Result<FldReport, ExperimentError> {
+pub fn pages_report_again(dir: &std::path::Path) -> Result<LabReport, ExperimentError> {
     let config: PagesConfig = crate::experiment::read_config(&dir.join("config.json"))?;
     let result: PagesResult = crate::experiment::read_config(&dir.join("result.json"))?;
     let folder = ResultFolder::existing(dir)?;
@@ -1106,7 +1106,7 @@ pub fn pages_report(
     runs: Vec<PageRun>,
     cross: Vec<(Setting, CrossLog)>,
     folder: Option<ResultFolder>,
-) -> FldReport {
+) -> LabReport {
     let mut sections = Vec::new();
     let mut plots = Vec::new();
     let group = |s: &str, p: &str, cc: &str| -> Vec<&PageRun> {
@@ -1470,7 +1470,7 @@ pub fn pages_report(
                carried during the loads is above, per second in cross-<setting>.csv."
                 .into(),
     });
-    FldReport {
+    LabReport {
         name: "fld pages",
         sections,
         plots,

@@ -38,7 +38,7 @@ pub struct Plot {
 
 /// What `mewa lab fld bulk|fairness|pages` and `mewa lab iw` produced.
 #[derive(Debug)]
-pub struct FldReport {
+pub struct LabReport {
     /// Which experiment, as `mewa lab` names it (`fld pages`, `iw`).
     pub name: &'static str,
     /// The tables, in order.
@@ -53,7 +53,7 @@ pub struct FldReport {
     pub folder: Option<ResultFolder>,
 }
 
-impl Report for FldReport {
+impl Report for LabReport {
     fn text(&self) -> String {
         let mut s = String::new();
         for sec in &self.sections {
