@@ -26,7 +26,11 @@
 //!
 //! Chromium (headless, a fresh profile per load, its NetLog's span) gives
 //! the headline figures; the built-in loader (`--tool loader`) a quick
-//! sweep.
+//! sweep. Chromium looks names up with a DNS server on the edge, across
+//! the link, as a phone asks its operator's resolver and as seed 004's
+//! testbed had its DNS servers behind the emulated link: one page domain
+//! costs one lookup, seven cost seven (in parallel). The loader resolves
+//! from a table (no lookups).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -107,6 +111,15 @@ pub struct AccelLabConfig {
     pub max_age_s: u32,
     /// Wired round trip between the edge (accelerator) and the origins, ms.
     pub wired_rtt_ms: u64,
+    /// Chromium resolves names with a DNS server on the edge, across the
+    /// link, as a phone asks its operator's resolver (seed 004's testbed
+    /// has its DNS servers behind the emulated link too); off: Chromium's
+    /// `--host-resolver-rules`, no lookups. The loader never looks up.
+    pub dns: bool,
+    /// Keep each Chromium load's NetLog in the result folder's `chromium/`
+    /// (`RATE-VARIANT-RUN.netlog.json`, a few MB each), to see where a
+    /// load's time went.
+    pub keep_netlogs: bool,
     /// Parent of the result folder.
     pub out: PathBuf,
 }
@@ -125,6 +138,8 @@ impl Default for AccelLabConfig {
             runs: 10,
             max_age_s: 3600,
             wired_rtt_ms: 2,
+            dns: true,
+            keep_netlogs: false,
             out: PathBuf::from("out/lab"),
         }
     }
@@ -306,6 +321,49 @@ struct Running {
     server: NsServer,
     accel: Arc<Accel>,
     addr: IpAddr,
+    /// DNS on the edge for the direct variants (every host to its
+    /// origin) and for the accelerated ones (the main host to the
+    /// accelerator), each at its own address of the edge, port 53.
+    dns: Option<(IpAddr, IpAddr, Vec<NsServer>)>,
+}
+
+/// A DNS server on the edge answering `zone` (mewa-edge with an empty page
+/// store: plain A records, no hints), listening on `ip`:53.
+fn start_dns(
+    bed: &Bed,
+    zone: BTreeMap<String, Vec<IpAddr>>,
+    ip: IpAddr,
+    admin_port: u16,
+    work: &Path,
+) -> Result<NsServer, ExperimentError> {
+    let topo = bed.running()?;
+    let mut config = mewa_edge::config::EdgeConfig::default();
+    config.dns.listen = std::net::SocketAddr::new(ip, 53);
+    config.dns.udp_sockets = 1;
+    config.admin.listen = std::net::SocketAddr::from(([127, 0, 0, 1], admin_port));
+    config.store.path = work.join(format!("dns-{admin_port}.sqlite"));
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = config.store.path.clone().into_os_string();
+        p.push(suffix);
+        let _ = std::fs::remove_file(PathBuf::from(p));
+    }
+    config.zone = zone;
+    let (server, ()) = NsServer::start(
+        topo,
+        EDGE,
+        1,
+        "DNS",
+        Duration::from_secs(20),
+        move |ready, stop| async move {
+            let (edge, bound) = match mewa_edge::app::Edge::bind(config).await {
+                Ok(x) => x,
+                Err(e) => return ready.fail(e),
+            };
+            ready.ok(());
+            edge.serve(bound, stop.wait()).await;
+        },
+    )?;
+    Ok(server)
 }
 
 fn start_accel(
@@ -392,9 +450,44 @@ fn start_accel(
             server,
             accel,
             addr,
+            dns: None,
         },
         site_list,
     ))
+}
+
+/// The two DNS servers (direct and accelerated zones) on the edge.
+fn start_both_dns(
+    bed: &Bed,
+    corpus: &Corpus,
+    accel_addr: IpAddr,
+    sites: &[Arc<Site>],
+    work: &Path,
+) -> Result<(IpAddr, IpAddr, Vec<NsServer>), ExperimentError> {
+    let topo = bed.running()?;
+    let bed_err = |e: mewa_link::runtime::Error| ExperimentError::Bed(e.into());
+    let direct_ip = IpAddr::V4(topo.addr(EDGE).map_err(bed_err)?);
+    let accel_ip = IpAddr::V4(
+        topo.addr_towards(EDGE, crate::bed::SERVER)
+            .map_err(bed_err)?,
+    );
+    let mut direct = BTreeMap::new();
+    for p in &corpus.pages {
+        for o in &p.objects {
+            if normalize_host(&o.host).is_ok() {
+                direct.insert(o.host.clone(), vec![bed.addr_of(&o.host)]);
+            }
+        }
+    }
+    let mut through = direct.clone();
+    for s in sites {
+        for h in s.hosts() {
+            through.insert(h.to_owned(), vec![accel_addr]);
+        }
+    }
+    let a = start_dns(bed, direct, direct_ip, 8053, work)?;
+    let b = start_dns(bed, through, accel_ip, 8054, work)?;
+    Ok((direct_ip, accel_ip, vec![a, b]))
 }
 
 /// Runs the experiment.
@@ -457,7 +550,10 @@ pub fn run(config: &AccelLabConfig, progress: &Progress) -> Result<LabReport, Ex
             groups.clone(),
             http,
         )?;
-        let (accel, sites) = start_accel(&bed, &corpus, &ca_dir, &work)?;
+        let (mut accel, sites) = start_accel(&bed, &corpus, &ca_dir, &work)?;
+        if config.dns && config.tools.iter().any(|t| t == CHROMIUM) {
+            accel.dns = Some(start_both_dns(&bed, &corpus, accel.addr, &sites, &work)?);
+        }
         for run in 0..config.runs {
             for page in &corpus.pages {
                 // Rotate the variants' order from run to run, so a drift
@@ -474,8 +570,23 @@ pub fn run(config: &AccelLabConfig, progress: &Progress) -> Result<LabReport, Ex
                             total,
                             &format!("{down} kbit/s {} {variant} {tool}", page.name),
                         );
-                        let r = load_one(&bed, &accel, &sites, config, page, variant, tool, &work)
-                            .unwrap_or_else(|e| Err(e.to_string()));
+                        let keep = config.keep_netlogs.then(|| {
+                            folder
+                                .path()
+                                .join("chromium")
+                                .join(format!("{down}-{variant}-{}-{run}.netlog.json", page.name))
+                        });
+                        let r = load_one(
+                            &bed,
+                            &accel,
+                            &sites,
+                            config,
+                            page,
+                            (variant, tool),
+                            &work,
+                            keep.as_deref(),
+                        )
+                        .unwrap_or_else(|e| Err(e.to_string()));
                         let row = AccelRun {
                             down_kbps: down,
                             variant: variant.clone(),
@@ -501,6 +612,11 @@ pub fn run(config: &AccelLabConfig, progress: &Progress) -> Result<LabReport, Ex
             }
         }
         accel.server.stop();
+        if let Some((_, _, servers)) = accel.dns.take() {
+            for s in servers {
+                s.stop();
+            }
+        }
         bed.shutdown()?;
     }
     let _ = std::fs::remove_dir_all(&work);
@@ -516,9 +632,9 @@ fn load_one(
     sites: &[Arc<Site>],
     config: &AccelLabConfig,
     page: &Page,
-    variant: &str,
-    tool: &str,
+    (variant, tool): (&str, &str),
     work: &Path,
+    keep_netlog: Option<&Path>,
 ) -> Result<Result<(f64, Option<usize>), String>, ExperimentError> {
     let through_accel = variant == ACCEL_COLD || variant == ACCEL_WARM;
     if variant == ACCEL_COLD {
@@ -565,21 +681,39 @@ fn load_one(
                 }),
             })
         }
-        _ => Ok(chromium_load(
-            bed, config, &page, variant, scheme, &resolver, work,
-        )),
+        _ => {
+            let dns = accel
+                .dns
+                .as_ref()
+                .map(|(direct, through, _)| if through_accel { *through } else { *direct });
+            Ok(chromium_load(
+                bed,
+                config,
+                &page,
+                (variant, scheme),
+                &resolver,
+                dns,
+                work,
+                keep_netlog,
+            ))
+        }
     }
 }
 
 /// One headless Chromium load; its NetLog's span for the page's objects.
+/// With `dns`, Chromium asks that server (port 53, across the link) for
+/// every name; without, `resolver`'s mapping is given as
+/// `--host-resolver-rules`.
+#[allow(clippy::too_many_arguments)]
 fn chromium_load(
     bed: &Bed,
     config: &AccelLabConfig,
     page: &Page,
-    variant: &str,
-    scheme: &str,
+    (variant, scheme): (&str, &str),
     resolver: &crate::loader::Resolver,
+    dns: Option<IpAddr>,
     work: &Path,
+    keep_netlog: Option<&Path>,
 ) -> Result<(f64, Option<usize>), String> {
     let topo = bed.running().map_err(|e| e.to_string())?;
     let ca_dir = ca_dir_or_default(&config.ca_dir).map_err(|e| e.to_string())?;
@@ -599,10 +733,27 @@ fn chromium_load(
         Some(a) => format!("MAP * {a}"),
         None => "MAP * ~NOTFOUND".into(),
     });
-    let mut cmd = topo
-        .command(crate::bed::CLIENT, &config.chromium)
-        .map_err(|e| e.to_string())?;
-    cmd.arg(format!("--host-resolver-rules={}", rules.join(",")));
+    let mut cmd = match dns {
+        Some(server) => {
+            // A private mount namespace puts a resolv.conf naming the
+            // server over the machine's.
+            let conf = work.join("resolv.conf");
+            std::fs::write(
+                &conf,
+                format!("nameserver {server}\noptions timeout:2 attempts:2\n"),
+            )
+            .map_err(|e| format!("writing {}: {e}", conf.display()))?;
+            crate::replay::with_bind_mount(topo, &conf, "/etc/resolv.conf", &config.chromium)
+                .map_err(|e| e.to_string())?
+        }
+        None => {
+            let mut c = topo
+                .command(crate::bed::CLIENT, &config.chromium)
+                .map_err(|e| e.to_string())?;
+            c.arg(format!("--host-resolver-rules={}", rules.join(",")));
+            c
+        }
+    };
     if variant == HTTPS {
         cmd.arg("--disable-http2");
     }
@@ -619,7 +770,19 @@ fn chromium_load(
         return Err(crate::meh::browser::exit_failure(&out));
     }
     let bytes = std::fs::read(&netlog).map_err(|e| format!("reading the NetLog: {e}"))?;
-    let _ = std::fs::remove_file(&netlog);
+    match keep_netlog {
+        Some(to) => {
+            if let Some(dir) = to.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            if let Err(e) = std::fs::rename(&netlog, to) {
+                tracing::warn!("keeping the NetLog as {}: {e}", to.display());
+            }
+        }
+        None => {
+            let _ = std::fs::remove_file(&netlog);
+        }
+    }
     let a = crate::replay::arrival_from_netlog(&bytes, page).map_err(|e| e.to_string())?;
     if let Some(first) = a.missing.first() {
         return Err(format!(

@@ -119,6 +119,15 @@ struct AccelArgs {
     /// The origins' Cache-Control max-age, s [default: 3600].
     #[arg(long)]
     max_age: Option<u32>,
+    /// Chromium looks names up with a DNS server on the edge, across the
+    /// link (on), or is given them with --host-resolver-rules (off)
+    /// [default: on].
+    #[arg(long, value_name = "on|off", value_parser = on_off)]
+    dns: Option<bool>,
+    /// Keep each Chromium load's NetLog in the result folder's chromium/
+    /// (RATE-VARIANT-PAGE-RUN.netlog.json, a few MB each).
+    #[arg(long)]
+    keep_netlogs: bool,
     /// Directory of the local test CA.
     #[arg(long)]
     ca_dir: Option<PathBuf>,
@@ -160,6 +169,8 @@ impl AccelArgs {
         }
         c.runs = self.runs.unwrap_or(c.runs);
         c.max_age_s = self.max_age.unwrap_or(c.max_age_s);
+        c.dns = self.dns.unwrap_or(c.dns);
+        c.keep_netlogs |= self.keep_netlogs;
         if let Some(d) = &self.ca_dir {
             c.ca_dir = Some(absolute(d)?);
         }
