@@ -11,11 +11,14 @@
 //!   over dnsperf.
 //! - [`proxy`]: the local proxy's added latency and throughput against
 //!   direct h2c.
+//! - [`accel`]: the accelerator's cache hits against nginx `proxy_cache`
+//!   in front of the same origin, and the latency each adds.
 //! - [`util`]: one temporary directory, one program finder, /proc CPU time.
 //!
 //! The command-line shapes (`clap::Args`) live here with the benchmarks
 //! they configure, so that the `mewa` binary only forwards to them.
 
+pub mod accel;
 pub mod edge;
 pub mod link;
 pub mod origin;

@@ -57,6 +57,11 @@ enum Which {
     /// against direct h2c requests to the same origin in the same run
     /// (loopback, in-process edge and origin). Build with --release.
     Proxy(crate::proxy::ProxyBench),
+    /// Cache hits per second of `mewa accel` beside nginx's proxy_cache in
+    /// front of the same origin, over h2c on loopback (target: at least
+    /// 80 % of nginx), and the latency each adds one request at a time.
+    /// Needs h2load and nginx. Build with --release for figures that count.
+    Accel(crate::accel::AccelBench),
 }
 
 #[derive(Debug, Args)]
@@ -82,6 +87,7 @@ pub fn run(cmd: BenchCmd) -> crate::Result<()> {
         Which::Origin(b) => crate::origin::run(b),
         Which::Edge(b) => crate::edge::run(b),
         Which::Proxy(b) => crate::proxy::run(b),
+        Which::Accel(b) => crate::accel::run(b),
     }
 }
 

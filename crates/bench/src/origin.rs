@@ -53,20 +53,20 @@ use serde::Serialize;
 use mewa_lab::report::Table;
 
 /// The one virtual host of the bench corpus.
-const HOST: &str = "www.bench-origin.example";
+pub(crate) const HOST: &str = "www.bench-origin.example";
 
 /// Issue 4's target: our req/s over the better comparison server's.
 const TARGET: f64 = 0.8;
 
 /// One object size measured.
-struct Size {
-    label: &'static str,
-    id: u32,
-    path: &'static str,
-    bytes: u64,
+pub(crate) struct Size {
+    pub(crate) label: &'static str,
+    pub(crate) id: u32,
+    pub(crate) path: &'static str,
+    pub(crate) bytes: u64,
 }
 
-const SIZES: [Size; 2] = [
+pub(crate) const SIZES: [Size; 2] = [
     Size {
         label: "10 KB",
         id: 1,
@@ -114,20 +114,26 @@ pub struct OriginBench {
     json: bool,
 }
 
-/// The servers compared.
+/// The servers compared (here and in `mewa bench accel`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Mewa,
     Nghttpd,
     Nginx,
+    /// `mewa accel serve` in front of our origin.
+    Accel,
+    /// nginx with `proxy_cache` in front of our origin.
+    NginxCache,
 }
 
 impl Kind {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::Mewa => "mewa",
             Kind::Nghttpd => "nghttpd",
             Kind::Nginx => "nginx",
+            Kind::Accel => "mewa-accel",
+            Kind::NginxCache => "nginx-cache",
         }
     }
 }
@@ -225,7 +231,7 @@ pub fn run(mut b: OriginBench) -> crate::Result<()> {
         servers.push(match k {
             Kind::Nghttpd => start_nghttpd(prog, &tmp.path, &docroot, workers)?,
             Kind::Nginx => start_nginx(prog, &tmp.path, &docroot, workers)?,
-            Kind::Mewa => unreachable!("mewa is not an other server"),
+            _ => unreachable!("only nghttpd and nginx are other servers"),
         });
     }
     for s in &mut servers {
@@ -234,7 +240,7 @@ pub fn run(mut b: OriginBench) -> crate::Result<()> {
 
     let load = Load {
         h2load: &h2load,
-        b: &b,
+        b: b.shape(),
         clk_tck: clk_tck(),
     };
     let mut cells = Vec::new();
@@ -368,7 +374,7 @@ pub fn run(mut b: OriginBench) -> crate::Result<()> {
 }
 
 /// One page on [`HOST`]: an HTML root that references the two images.
-fn bench_corpus() -> crate::Result<Corpus> {
+pub(crate) fn bench_corpus() -> crate::Result<Corpus> {
     let obj = |id: u32, path: &str, size: u64, content_type: &str, parent: Option<u32>| Object {
         id,
         host: HOST.to_string(),
@@ -432,9 +438,9 @@ fn write_docroot(corpus: &Corpus, docroot: &Path) -> crate::Result<()> {
 }
 
 /// A running server process; stopped (and reaped) on drop.
-struct Server {
-    kind: Kind,
-    addr: SocketAddr,
+pub(crate) struct Server {
+    pub(crate) kind: Kind,
+    pub(crate) addr: SocketAddr,
     child: Child,
     log: PathBuf,
     /// How to stop it gracefully first (nginx: its master must tell the
@@ -443,7 +449,7 @@ struct Server {
 }
 
 impl Server {
-    fn spawn(
+    pub(crate) fn spawn(
         kind: Kind,
         addr: SocketAddr,
         mut cmd: Command,
@@ -469,7 +475,7 @@ impl Server {
     }
 
     /// Waits until the server accepts connections (10 s at most).
-    fn wait_ready(&mut self) -> crate::Result<()> {
+    pub(crate) fn wait_ready(&mut self) -> crate::Result<()> {
         let start = Instant::now();
         loop {
             if let Some(st) = self.child.try_wait()? {
@@ -507,7 +513,7 @@ impl Server {
         Some(ticks as f64 / clk_tck)
     }
 
-    fn log_tail(&self) -> String {
+    pub(crate) fn log_tail(&self) -> String {
         let s = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = s.lines().collect();
         let tail = lines[lines.len().saturating_sub(5)..].join(" | ");
@@ -542,12 +548,23 @@ impl Drop for Server {
 
 /// A free loopback address (the port is released again; the server binds it
 /// right after).
-fn free_addr() -> crate::Result<SocketAddr> {
+pub(crate) fn free_addr() -> crate::Result<SocketAddr> {
     let l = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
     Ok(l.local_addr()?)
 }
 
 fn start_mewa(tmp: &Path, corpus: &Path, workers: usize) -> crate::Result<Server> {
+    start_mewa_origin(tmp, corpus, workers, 0)
+}
+
+/// Our origin (`mewa origin serve --plain`) as a child process, with
+/// `Cache-Control: max-age` of `max_age` s.
+pub(crate) fn start_mewa_origin(
+    tmp: &Path,
+    corpus: &Path,
+    workers: usize,
+    max_age: u32,
+) -> crate::Result<Server> {
     let addr = free_addr()?;
     let exe = std::env::current_exe().context("finding this program")?;
     let mut cmd = Command::new(exe);
@@ -555,6 +572,8 @@ fn start_mewa(tmp: &Path, corpus: &Path, workers: usize) -> crate::Result<Server
         .arg("serve")
         .arg("--plain")
         .arg(addr.to_string())
+        .arg("--max-age")
+        .arg(max_age.to_string())
         .arg("--ca-dir")
         .arg(tmp.join("ca"))
         .arg(corpus)
@@ -645,7 +664,7 @@ http {{
 }
 
 /// `nginx -v` prints `nginx version: nginx/1.22.1` on stderr.
-fn nginx_version(prog: &Path) -> Option<(u32, u32, u32)> {
+pub(crate) fn nginx_version(prog: &Path) -> Option<(u32, u32, u32)> {
     let out = Command::new(prog).arg("-v").output().ok()?;
     let text = String::from_utf8_lossy(&out.stderr);
     let v = text.split("nginx/").nth(1)?.split_whitespace().next()?;
@@ -653,22 +672,44 @@ fn nginx_version(prog: &Path) -> Option<(u32, u32, u32)> {
     Some((it.next()??, it.next()??, it.next().flatten().unwrap_or(0)))
 }
 
+/// The load h2load puts on every server.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shape {
+    pub(crate) clients: u32,
+    pub(crate) streams: u32,
+    pub(crate) client_threads: u32,
+    pub(crate) duration: Duration,
+    pub(crate) warmup: Duration,
+}
+
+impl OriginBench {
+    fn shape(&self) -> Shape {
+        Shape {
+            clients: self.clients,
+            streams: self.streams,
+            client_threads: self.client_threads,
+            duration: self.duration,
+            warmup: self.warmup,
+        }
+    }
+}
+
 /// The h2load command line shared by every server.
-struct Load<'a> {
-    h2load: &'a Path,
-    b: &'a OriginBench,
+pub(crate) struct Load<'a> {
+    pub(crate) h2load: &'a Path,
+    pub(crate) b: Shape,
     /// Clock ticks per second of /proc/<pid>/stat times.
-    clk_tck: f64,
+    pub(crate) clk_tck: f64,
 }
 
 /// One timed run.
-struct Sample {
-    req_per_s: f64,
-    cpu_us_per_req: Option<f64>,
+pub(crate) struct Sample {
+    pub(crate) req_per_s: f64,
+    pub(crate) cpu_us_per_req: Option<f64>,
 }
 
 impl Load<'_> {
-    fn command(&self, s: &Server, size: &Size) -> Command {
+    pub(crate) fn command(&self, s: &Server, size: &Size) -> Command {
         let mut cmd = Command::new(self.h2load);
         cmd.arg("-t")
             .arg(self.b.client_threads.to_string())
@@ -686,7 +727,7 @@ impl Load<'_> {
 
     /// Runs h2load; `during` is called while it runs (to sample the
     /// server's CPU time).
-    fn run<T>(
+    pub(crate) fn run<T>(
         &self,
         s: &Server,
         size: &Size,
@@ -733,7 +774,7 @@ impl Load<'_> {
     }
 
     /// A counted run: every request 2xx, and exactly `n × size` body bytes.
-    fn check(&self, s: &Server, size: &Size) -> crate::Result<()> {
+    pub(crate) fn check(&self, s: &Server, size: &Size) -> crate::Result<()> {
         let n = u64::from(self.b.clients) * u64::from(self.b.streams) * 4;
         let mut cmd = self.command(s, size);
         cmd.arg("-n").arg(n.to_string());
@@ -754,7 +795,7 @@ impl Load<'_> {
     /// A timed run: requests per second, and the server's CPU time per
     /// request (sampled from after the warm-up to the end of the measured
     /// time; `None` where /proc cannot be read).
-    fn measure(&self, s: &Server, size: &Size) -> crate::Result<Sample> {
+    pub(crate) fn measure(&self, s: &Server, size: &Size) -> crate::Result<Sample> {
         let mut cmd = self.command(s, size);
         cmd.arg("-D")
             .arg(format!("{}ms", self.b.duration.as_millis().max(1)))
@@ -777,8 +818,8 @@ impl Load<'_> {
 
 /// What is read from h2load's summary.
 #[derive(Debug, Default, PartialEq)]
-struct Report {
-    req_per_s: f64,
+pub(crate) struct Report {
+    pub(crate) req_per_s: f64,
     succeeded: u64,
     failed: u64,
     errored: u64,
@@ -787,6 +828,8 @@ struct Report {
     status_other: u64,
     /// DATA payload bytes (`traffic: … (N) data`).
     data_bytes: Option<u64>,
+    /// Mean time for a request, µs (`time for request:` line).
+    pub(crate) mean_request_us: Option<f64>,
 }
 
 impl Report {
@@ -828,6 +871,9 @@ impl Report {
                     }
                 }
                 status = true;
+            } else if let Some(rest) = line.strip_prefix("time for request:") {
+                // min, max, mean, sd, +/- sd.
+                r.mean_request_us = rest.split_whitespace().nth(2).and_then(duration_us);
             } else if let Some(rest) = line.strip_prefix("traffic: ") {
                 r.data_bytes = rest.split(", ").find_map(|p| {
                     let p = p.strip_suffix(" data")?;
@@ -862,6 +908,18 @@ impl Report {
         }
         Ok(())
     }
+}
+
+/// `611us`, `1.49ms`, `2.1s` → µs.
+fn duration_us(s: &str) -> Option<f64> {
+    let (n, scale) = if let Some(n) = s.strip_suffix("us") {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e3)
+    } else {
+        (s.strip_suffix('s')?, 1e6)
+    };
+    n.parse::<f64>().ok().map(|v| v * scale)
 }
 
 /// `10 total, 0 failed` → `[(10, "total"), (0, "failed")]`.
@@ -908,8 +966,12 @@ time for request:      112us      1.49ms       611us       261us    68.31%
                 status_2xx: 20000,
                 status_other: 0,
                 data_bytes: Some(200_000_000),
+                mean_request_us: Some(611.0),
             }
         );
+        assert_eq!(duration_us("1.49ms"), Some(1490.0));
+        assert_eq!(duration_us("2s"), Some(2e6));
+        assert_eq!(duration_us("fast"), None);
         assert!(r.all_ok().is_ok());
         let bad = OUT.replace("20000 2xx, 0 3xx, 0 4xx", "0 2xx, 0 3xx, 20000 4xx");
         assert!(Report::parse(&bad).unwrap().all_ok().is_err());

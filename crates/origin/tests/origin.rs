@@ -762,26 +762,9 @@ async fn h3_transfer_with_the_fld_controller_grows_past_doubling() {
     r.stop().await;
 }
 
-/// The h2spec binary: on PATH or in ~/go/bin (where `go install` puts it).
-fn h2spec() -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
-    if let Some(home) = std::env::var_os("HOME") {
-        dirs.push(PathBuf::from(home).join("go/bin"));
-    }
-    dirs.into_iter()
-        .map(|d| d.join("h2spec"))
-        .find(|p| p.is_file())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2spec_passes_on_h2c_and_tls() {
-    let Some(bin) = h2spec() else {
-        eprintln!(
-            "skipped: h2spec not found on PATH or in ~/go/bin \
-             (go install github.com/summerwind/h2spec/cmd/h2spec@latest, or scripts/setup)"
-        );
+    let Some(bin) = mewa_testkit::h2spec("h2spec_passes_on_h2c_and_tls") else {
         return;
     };
     let c = corpus();

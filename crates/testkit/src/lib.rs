@@ -4,6 +4,7 @@
 //!
 //! - [`TempDir`]: a fresh directory, removed on drop.
 //! - [`chromium`]: the Chromium binary, or `None` with the reason printed.
+//! - [`h2spec`]: the h2spec binary, the same way.
 //! - [`LoopbackOrigin`]: `mewa-origin` serving a corpus on 127.0.0.1.
 //! - [`LoopbackEdge`]: `mewa-edge`'s DNS server with a hint book on
 //!   127.0.0.1, built from an [`EdgeSpec`].
@@ -69,6 +70,28 @@ pub fn chromium(test: &str) -> Option<PathBuf> {
     let found = CHROMIUM.iter().map(PathBuf::from).find(|p| p.exists());
     if found.is_none() {
         eprintln!("skipping {test}: no Chromium at {CHROMIUM:?} (apt-get install chromium)");
+    }
+    found
+}
+
+/// The h2spec binary (HTTP/2 conformance), on PATH or in ~/go/bin where
+/// `go install` puts it, or `None` after printing why `test` skips.
+pub fn h2spec(test: &str) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    if let Some(home) = std::env::var_os("HOME") {
+        dirs.push(PathBuf::from(home).join("go/bin"));
+    }
+    let found = dirs
+        .into_iter()
+        .map(|d| d.join("h2spec"))
+        .find(|p| p.is_file());
+    if found.is_none() {
+        eprintln!(
+            "skipping {test}: h2spec not found on PATH or in ~/go/bin \
+             (go install github.com/summerwind/h2spec/cmd/h2spec@latest, or scripts/setup)"
+        );
     }
     found
 }

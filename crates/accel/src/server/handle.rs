@@ -80,6 +80,11 @@ fn plain(status: StatusCode, msg: impl Into<String>) -> Response<OutBody> {
     r
 }
 
+/// A refusal, boxed (it travels in a `Result`).
+fn refuse(status: StatusCode, msg: impl Into<String>) -> Box<Response<OutBody>> {
+    Box::new(plain(status, msg))
+}
+
 /// The request's host, from `:authority` (HTTP/2) or `Host` (HTTP/1.1),
 /// with its port if it had one.
 fn authority(req: &Request<Incoming>) -> Option<String> {
@@ -180,8 +185,46 @@ pub async fn handle(
     scheme: Scheme,
 ) -> Response<OutBody> {
     Metrics::inc(&accel.metrics.requests);
-    let Some(auth) = authority(&req) else {
-        return plain(StatusCode::BAD_REQUEST, "no Host");
+    match route(&accel, &req, scheme) {
+        Ok(route) => serve(accel, req, route).await,
+        Err(refusal) => {
+            drain(req.into_body()).await;
+            *refusal
+        }
+    }
+}
+
+/// Most request body read (and dropped) before a refusal goes out.
+const DRAIN_BYTES: usize = 64 * 1024;
+
+/// Reads what the client sends with a request that is refused, up to
+/// [`DRAIN_BYTES`] or a second, before the refusal is sent: the client
+/// is not cut off mid-upload, and an HTTP/2 stream's frames are still
+/// checked (a malformed trailer is a protocol error even on a refused
+/// request; RFC 9113 §8.1).
+async fn drain(mut body: Incoming) {
+    let read = async {
+        let mut n = 0;
+        while let Some(Ok(f)) = body.frame().await {
+            if let Some(d) = f.data_ref() {
+                n += d.len();
+                if n > DRAIN_BYTES {
+                    break;
+                }
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), read).await;
+}
+
+/// Where a request goes, or the response that refuses it.
+fn route(
+    accel: &Accel,
+    req: &Request<Incoming>,
+    scheme: Scheme,
+) -> Result<Route, Box<Response<OutBody>>> {
+    let Some(auth) = authority(req) else {
+        return Err(refuse(StatusCode::BAD_REQUEST, "no Host"));
     };
     let bare = match auth.rsplit_once(':') {
         Some((h, p)) if !h.contains(']') && p.bytes().all(|b| b.is_ascii_digit()) => h,
@@ -190,17 +233,17 @@ pub async fn handle(
     let host = match normalize_host(bare) {
         Ok(h) => h,
         Err(_) => {
-            return plain(
+            return Err(refuse(
                 StatusCode::MISDIRECTED_REQUEST,
                 format!("this accelerator does not serve {auth:?}"),
-            )
+            ));
         }
     };
     let Some(site) = accel.sites.for_host(&host).cloned() else {
-        return plain(
+        return Err(refuse(
             StatusCode::MISDIRECTED_REQUEST,
             format!("this accelerator does not serve {host}"),
-        );
+        ));
     };
     let pq = req
         .uri()
@@ -211,10 +254,10 @@ pub async fn handle(
         Ok(t) => t,
         Err(reason) => {
             Metrics::bump(&accel.metrics.refused, reason.label());
-            return plain(
+            return Err(refuse(
                 StatusCode::BAD_REQUEST,
                 format!("refused: {reason} ({})", reason.label()),
-            );
+            ));
         }
     };
     let served_url = format!("{}://{}{pq}", scheme.as_str(), auth.to_ascii_lowercase());
@@ -238,20 +281,20 @@ pub async fn handle(
     };
     if route.folded {
         if req.method() != Method::GET && req.method() != Method::HEAD {
-            return plain(
+            return Err(refuse(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "folded paths are static resources: GET or HEAD only",
-            );
+            ));
         }
         if is_navigation(req.headers()) {
             Metrics::inc(&accel.metrics.navigations_refused);
-            return plain(
+            return Err(refuse(
                 StatusCode::FORBIDDEN,
                 "a folded path is not a page: open the resource on its own host",
-            );
+            ));
         }
     }
-    serve(accel, req, route).await
+    Ok(route)
 }
 
 /// The request as it goes upstream: client fields minus hop-by-hop ones,

@@ -368,7 +368,15 @@ async fn accept_loop(
                                 return;
                             }
                         };
-                    builder().serve_connection(TokioIo::new(tls), svc).await
+                    // ALPN decided the version: a client that chose h2
+                    // must send the h2 preface (RFC 9113 §3.4), and one
+                    // that chose http/1.1 (or nothing) speaks HTTP/1.1.
+                    let b = if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+                        builder().http2_only()
+                    } else {
+                        builder().http1_only()
+                    };
+                    b.serve_connection(TokioIo::new(tls), svc).await
                 }
                 None => builder().serve_connection(TokioIo::new(tcp), svc).await,
             };
