@@ -35,8 +35,8 @@ use mewa_link::core::parse_duration;
 use serde::Serialize;
 
 use crate::origin::{
-    bench_corpus, free_addr, nginx_version, start_mewa_origin, Kind, Load, Server, Shape, Size,
-    HOST, SIZES,
+    bench_corpus, free_addr, nginx_version, spawn_nginx, start_mewa_origin, Kind, Load, Server,
+    Shape, Size, HOST, SIZES,
 };
 use crate::util::{clk_tck, find_program, TempDir};
 use crate::{bail, Context};
@@ -402,29 +402,8 @@ http {{
 }}
 "
     );
-    std::fs::create_dir_all(tmp.join("nginx-cache-temp")).context("creating the nginx temp dir")?;
-    let conf_file = tmp.join("nginx-cache.conf");
-    std::fs::File::create(&conf_file)
-        .and_then(|mut f| f.write_all(conf.as_bytes()))
-        .with_context(|| format!("writing {}", conf_file.display()))?;
-    let base = |cmd: &mut Command| {
-        cmd.arg("-p")
-            .arg(tmp)
-            .arg("-e")
-            .arg(tmp.join("nginx-cache-error.log"))
-            .arg("-c")
-            .arg(&conf_file);
-    };
-    let mut cmd = Command::new(prog);
-    base(&mut cmd);
-    cmd.arg("-g").arg("daemon off;");
-    let mut stop = Command::new(prog);
-    base(&mut stop);
-    stop.arg("-s").arg("stop");
-    Ok((
-        Server::spawn(Kind::NginxCache, addr, cmd, tmp, Some(stop))?,
-        check,
-    ))
+    let server = spawn_nginx(prog, tmp, "nginx-cache", Kind::NginxCache, addr, &conf)?;
+    Ok((server, check))
 }
 
 /// One HTTP/1.1 request on a fresh connection; the response head.

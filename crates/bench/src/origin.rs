@@ -641,8 +641,24 @@ http {{
 ",
         root = docroot.display()
     );
-    std::fs::create_dir_all(tmp.join("nginx-temp")).context("creating the nginx temp dir")?;
-    let conf_file = tmp.join("nginx.conf");
+    spawn_nginx(prog, tmp, "nginx", Kind::Nginx, addr, &conf)
+}
+
+/// Writes `conf` to `tmp/NAME.conf` (with `tmp/NAME-temp` for nginx's
+/// temporary files, which the configuration must name) and runs nginx on
+/// it in the foreground, stopped with `nginx -s stop` (its master must
+/// tell the workers; a SIGKILL would orphan them).
+pub(crate) fn spawn_nginx(
+    prog: &Path,
+    tmp: &Path,
+    name: &str,
+    kind: Kind,
+    addr: SocketAddr,
+    conf: &str,
+) -> crate::Result<Server> {
+    std::fs::create_dir_all(tmp.join(format!("{name}-temp")))
+        .context("creating the nginx temp dir")?;
+    let conf_file = tmp.join(format!("{name}.conf"));
     std::fs::File::create(&conf_file)
         .and_then(|mut f| f.write_all(conf.as_bytes()))
         .with_context(|| format!("writing {}", conf_file.display()))?;
@@ -650,7 +666,7 @@ http {{
         cmd.arg("-p")
             .arg(tmp)
             .arg("-e")
-            .arg(tmp.join("nginx-error.log"))
+            .arg(tmp.join(format!("{name}-error.log")))
             .arg("-c")
             .arg(&conf_file);
     };
@@ -660,7 +676,7 @@ http {{
     let mut stop = Command::new(prog);
     base(&mut stop);
     stop.arg("-s").arg("stop");
-    Server::spawn(Kind::Nginx, addr, cmd, tmp, Some(stop))
+    Server::spawn(kind, addr, cmd, tmp, Some(stop))
 }
 
 /// `nginx -v` prints `nginx version: nginx/1.22.1` on stderr.

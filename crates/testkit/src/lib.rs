@@ -4,7 +4,7 @@
 //!
 //! - [`TempDir`]: a fresh directory, removed on drop.
 //! - [`chromium`]: the Chromium binary, or `None` with the reason printed.
-//! - [`h2spec`]: the h2spec binary, the same way.
+//! - [`h2spec`]: the h2spec binary, the same way; [`run_h2spec`] runs it.
 //! - [`LoopbackOrigin`]: `mewa-origin` serving a corpus on 127.0.0.1.
 //! - [`LoopbackEdge`]: `mewa-edge`'s DNS server with a hint book on
 //!   127.0.0.1, built from an [`EdgeSpec`].
@@ -94,6 +94,57 @@ pub fn h2spec(test: &str) -> Option<PathBuf> {
         );
     }
     found
+}
+
+/// What an h2spec run against one port said.
+#[derive(Debug)]
+pub struct H2specRun {
+    /// Its summary line (`145 tests, 145 passed, 0 skipped, 0 failed`).
+    pub summary: String,
+    /// The lines of failed cases, minus those `allowed` names.
+    pub failures: Vec<String>,
+    /// Everything it printed.
+    pub output: String,
+}
+
+/// Runs h2spec against 127.0.0.1:`port` (over TLS with `tls`, trusting
+/// any certificate), 5 s per case, its JUnit report in `report`. Failed
+/// cases whose line contains one of `allowed` are not listed. Blocking:
+/// call it from `spawn_blocking` in an async test.
+pub fn run_h2spec(
+    bin: &Path,
+    port: u16,
+    tls: bool,
+    extra: &[&str],
+    allowed: &[&str],
+    report: &Path,
+) -> H2specRun {
+    let mut cmd = std::process::Command::new(bin);
+    cmd.args(["-h", "127.0.0.1", "-p", &port.to_string(), "-o", "5", "-j"])
+        .arg(report)
+        .args(extra);
+    if tls {
+        cmd.args(["-t", "-k"]);
+    }
+    let out = cmd.output().unwrap();
+    let output = String::from_utf8_lossy(&out.stdout).into_owned();
+    let summary = output
+        .lines()
+        .rev()
+        .find(|l| l.contains("tests,"))
+        .unwrap_or("")
+        .to_string();
+    let failures = output
+        .lines()
+        .filter(|l| l.contains('×'))
+        .filter(|l| !allowed.iter().any(|a| l.contains(a)))
+        .map(str::to_string)
+        .collect();
+    H2specRun {
+        summary,
+        failures,
+        output,
+    }
 }
 
 /// An origin's configuration for loopback tests: h2c and h1 on an
