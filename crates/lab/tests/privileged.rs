@@ -216,3 +216,69 @@ fn meh_experiment_runs_client_edge_origin() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `mewa lab accel` end to end with the loader: every variant loads the
+/// whole accel7 page, and through the accelerator it takes one connection
+/// where HTTP/2 per domain takes eight (the main host and seven image
+/// hosts): the folding is real.
+#[test]
+fn accel_experiment_folds_the_page_onto_one_connection() {
+    if skip("accel_experiment_folds_the_page_onto_one_connection") {
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("mewa-lab-accel-{}", std::process::id()));
+    let config = mewa_lab::accel::AccelLabConfig {
+        ca_dir: Some(ca_dir("accel")),
+        rtt_ms: 40,
+        down_kbps: vec![8000],
+        tools: vec![mewa_lab::accel::LOADER.into()],
+        runs: 1,
+        out: out.clone(),
+        ..mewa_lab::accel::AccelLabConfig::default()
+    };
+    let report = mewa_lab::accel::run(&config, &Progress::none()).unwrap();
+    let runs: Vec<mewa_lab::accel::AccelRun> =
+        serde_json::from_value(report.json["runs"].clone()).unwrap();
+    assert_eq!(runs.len(), 5, "{runs:?}");
+    for r in &runs {
+        assert!(r.plt_s.is_some(), "{} failed: {:?}", r.variant, r.error);
+        let n = r.connections.unwrap();
+        match r.variant.as_str() {
+            "accel-cold" | "accel-warm" => assert_eq!(n, 1, "{r:?}"),
+            "h2" => assert_eq!(n, 8, "{r:?}"),
+            _ => assert!(n >= 8, "{r:?}"),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// The same through headless Chromium with DNS across the link: HTTP/2
+/// per domain and through the warm accelerator both load every object.
+#[test]
+fn accel_experiment_runs_in_chromium() {
+    if skip("accel_experiment_runs_in_chromium") {
+        return;
+    }
+    let Some(chromium) = mewa_testkit::chromium("accel_experiment_runs_in_chromium") else {
+        return;
+    };
+    let out = std::env::temp_dir().join(format!("mewa-lab-accel-chr-{}", std::process::id()));
+    let config = mewa_lab::accel::AccelLabConfig {
+        ca_dir: Some(ca_dir("accel-chr")),
+        rtt_ms: 40,
+        down_kbps: vec![8000],
+        variants: vec!["h2".into(), "accel-warm".into()],
+        chromium,
+        runs: 1,
+        out: out.clone(),
+        ..mewa_lab::accel::AccelLabConfig::default()
+    };
+    let report = mewa_lab::accel::run(&config, &Progress::none()).unwrap();
+    let runs: Vec<mewa_lab::accel::AccelRun> =
+        serde_json::from_value(report.json["runs"].clone()).unwrap();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    for r in &runs {
+        assert!(r.plt_s.is_some(), "{} failed: {:?}", r.variant, r.error);
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
