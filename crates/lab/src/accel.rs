@@ -168,76 +168,150 @@ pub struct AccelRun {
     pub error: Option<String>,
 }
 
-/// The page's main host and the hosts the accelerator may fold: every
-/// other host of the page that is a DNS name the allowlist accepts.
+/// The page's site: its root's host and, when the root redirects
+/// elsewhere, its document's host (the accelerator serves both, so the
+/// redirect leads back to it), and every other host of the page that is a
+/// DNS name the allowlist accepts as what may be folded.
 fn site_of(page: &Page) -> Option<SiteConfig> {
-    let main = normalize_host(&page.root()?.host).ok()?;
+    let root = normalize_host(&page.root()?.host).ok()?;
+    let mut hosts = vec![root];
+    if let Some(doc) = page.document().and_then(|d| normalize_host(&d.host).ok()) {
+        if !hosts.contains(&doc) {
+            hosts.push(doc);
+        }
+    }
     let mut fold: Vec<String> = page
         .objects
         .iter()
         .filter_map(|o| normalize_host(&o.host).ok())
-        .filter(|h| *h != main)
+        .filter(|h| !hosts.contains(h))
         .collect();
     fold.sort();
     fold.dedup();
     Some(SiteConfig {
-        hosts: vec![main],
+        hosts,
         fold,
         prefix: String::new(),
     })
 }
 
-/// `page` as the browser sees it through the accelerator: each object of
-/// a folded host moved to the main host under its folded path, exactly as
-/// the accelerator's rewriter writes it ([`mewa_accel::mapping::fold`]),
-/// and each HTML document and stylesheet with the size the accelerator's
-/// rewriting gives the origin's body (the loader checks sizes).
+/// One site per group of pages sharing a served host (pages of one site
+/// recorded several times), with the union of what they fold: a host may
+/// be served by only one site.
+fn merge_sites(configs: Vec<SiteConfig>) -> Vec<SiteConfig> {
+    let mut out: Vec<SiteConfig> = Vec::new();
+    for c in configs {
+        match out
+            .iter_mut()
+            .find(|o| o.hosts.iter().any(|h| c.hosts.contains(h)))
+        {
+            Some(o) => {
+                for h in c.hosts {
+                    if !o.hosts.contains(&h) {
+                        o.hosts.push(h);
+                    }
+                }
+                o.fold.extend(c.fold);
+            }
+            None => out.push(c),
+        }
+    }
+    for o in &mut out {
+        let hosts = o.hosts.clone();
+        o.fold.retain(|h| !hosts.contains(h));
+        o.fold.sort();
+        o.fold.dedup();
+    }
+    out
+}
+
+/// `page` as the browser sees it through the accelerator. What the
+/// accelerator rewrites decides what moves: the HTML documents it serves
+/// (on a site host, 200) fold the stylesheets, images, scripts and fonts
+/// they reference (not frames, not `preload as=fetch`), and the stylesheets
+/// it serves fold what they reference; each such object moves to the
+/// referencing document's host under its folded path, exactly as the
+/// rewriter writes it ([`mewa_accel::mapping::fold`]). Objects fetched by
+/// scripts keep their hosts: the accelerator does not rewrite scripts.
+/// Each document and stylesheet it serves gets the size the rewriting
+/// gives the origin's body (the loader checks sizes).
 pub fn folded_page(page: &Page, site: &Arc<Site>, scheme: &str) -> Page {
+    use mewa_corpus::{Discovery, Kind};
     let mut p = page.clone();
-    let Some(root) = page.root() else { return p };
-    let Ok(doc) = url::Url::parse(&root.url(scheme)) else {
-        return p;
-    };
-    let main = root.host.clone();
     let body_scheme = if scheme == "http" {
         mewa_corpus::Scheme::Http
     } else {
         mewa_corpus::Scheme::Https
     };
-    for (o, orig) in p.objects.iter_mut().zip(&page.objects) {
-        if o.host != main {
-            if let Some(path) = mewa_accel::mapping::fold(site, &doc, &o.url(scheme)) {
-                if path.starts_with('/') {
-                    o.host = main.clone();
-                    o.path = path;
+    // Parents before children: ids in a corpus page grow from parent to
+    // child, but a few passes make it independent of that.
+    let mut rewritten: std::collections::HashMap<u32, url::Url> = std::collections::HashMap::new();
+    for _ in 0..4 {
+        let mut changed = false;
+        for i in 0..p.objects.len() {
+            let o = &p.objects[i];
+            if rewritten.contains_key(&o.id) {
+                continue;
+            }
+            // Folding: referenced from something the accelerator rewrote.
+            if let Some(parent_url) = o.parent.and_then(|id| rewritten.get(&id)) {
+                let by_markup = o.discovery == Discovery::Html
+                    && matches!(
+                        o.kind(),
+                        Kind::Css | Kind::Image | Kind::Script | Kind::Font
+                    );
+                let by_css = o.discovery == Discovery::Css;
+                if (by_markup || by_css) && site.folds(&o.host) {
+                    if let Some(path) = mewa_accel::mapping::fold(site, parent_url, &o.url(scheme))
+                    {
+                        if path.starts_with('/') {
+                            let host = parent_url.host_str().unwrap_or_default().to_owned();
+                            let o = &mut p.objects[i];
+                            o.host = host;
+                            o.path = path;
+                        }
+                    }
+                }
+            }
+            let o = &p.objects[i];
+            let served = site.serves(&o.host);
+            let kind = o.kind();
+            if served && o.status() == 200 && matches!(kind, Kind::Html | Kind::Css) {
+                if let Ok(u) = url::Url::parse(&o.url(scheme)) {
+                    rewritten.insert(o.id, u);
+                    changed = true;
                 }
             }
         }
-        let kind = o.kind();
-        if kind != mewa_corpus::Kind::Html && kind != mewa_corpus::Kind::Css {
-            continue;
+        if !changed {
+            break;
         }
-        let (Ok(body), Ok(served), Ok(original)) = (
+    }
+    for (o, orig) in p.objects.iter_mut().zip(&page.objects) {
+        let Some(served) = rewritten.get(&o.id) else {
+            continue;
+        };
+        let (Ok(body), Ok(original)) = (
             mewa_corpus::body(page, orig.id, body_scheme),
-            url::Url::parse(&o.url(scheme)),
             url::Url::parse(&orig.url(scheme)),
         ) else {
             continue;
         };
-        let rewritten = match kind {
-            // Only the site's own documents are rewritten.
-            mewa_corpus::Kind::Html if o.host == main && orig.host == main => {
-                FoldContext::document(site.clone(), served).and_then(|ctx| {
+        let n = match o.kind() {
+            // A document on a folded path is not rewritten (the server
+            // rewrites the site's own documents only).
+            mewa_corpus::Kind::Html if o.host == orig.host => {
+                FoldContext::document(site.clone(), served.clone()).and_then(|ctx| {
                     rewrite_html(ctx, &HtmlOptions::default(), &body)
                         .ok()
                         .map(|(b, _)| b.len())
                 })
             }
             mewa_corpus::Kind::Css => {
-                let ctx = if orig.host == main {
-                    FoldContext::document(site.clone(), served)
+                let ctx = if o.host == orig.host {
+                    FoldContext::document(site.clone(), served.clone())
                 } else {
-                    FoldContext::stylesheet(site.clone(), served, original)
+                    FoldContext::stylesheet(site.clone(), served.clone(), original)
                 };
                 ctx.map(|ctx| {
                     let mut out = Vec::new();
@@ -249,7 +323,7 @@ pub fn folded_page(page: &Page, site: &Arc<Site>, scheme: &str) -> Page {
             }
             _ => None,
         };
-        if let Some(n) = rewritten {
+        if let Some(n) = n {
             o.size = n as u64;
         }
     }
@@ -373,16 +447,8 @@ fn start_accel(
     work: &Path,
 ) -> Result<(Running, Vec<Arc<Site>>), ExperimentError> {
     let topo = bed.running()?;
-    let mut sites = Vec::new();
-    let mut hosts = Vec::new();
-    for p in &corpus.pages {
-        if let Some(s) = site_of(p) {
-            if !sites.iter().any(|x: &SiteConfig| x.hosts == s.hosts) {
-                hosts.extend(s.hosts.iter().cloned());
-                sites.push(s);
-            }
-        }
-    }
+    let sites = merge_sites(corpus.pages.iter().filter_map(site_of).collect());
+    let hosts: Vec<String> = sites.iter().flat_map(|s| s.hosts.iter().cloned()).collect();
     let cert_err = |e: String| ExperimentError::Config {
         field: "accelerator certificate",
         message: e,
@@ -643,6 +709,9 @@ fn load_one(
     let scheme = if variant == H1 { "http" } else { "https" };
     let main = page.root().map(|r| r.host.clone()).unwrap_or_default();
     let site = sites.iter().find(|s| s.serves(&main));
+    let site_hosts: Vec<String> = site
+        .map(|s| s.hosts().map(str::to_owned).collect())
+        .unwrap_or_default();
     let page = match (through_accel, site) {
         (true, Some(site)) => folded_page(page, site, scheme),
         (true, None) => return Ok(Err(format!("{}: no site for {main}", page.name))),
@@ -650,7 +719,9 @@ fn load_one(
     };
     let mut resolver = bed.resolver();
     if through_accel {
-        resolver.hosts.insert(main.clone(), accel.addr);
+        for h in &site_hosts {
+            resolver.hosts.insert(h.clone(), accel.addr);
+        }
     }
     match tool {
         LOADER => {
@@ -948,6 +1019,7 @@ pub fn report_again(dir: &Path) -> Result<LabReport, ExperimentError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mewa_corpus::{Discovery, Object};
 
     #[test]
     fn accel7_folds_its_seven_image_domains_into_the_main_host() {
@@ -975,6 +1047,145 @@ mod tests {
         assert!(root.size < before, "{} vs {before}", root.size);
         // Every host its own server.
         assert_eq!(groups_of(&corpus).len(), 8);
+    }
+
+    fn obj(
+        id: u32,
+        host: &str,
+        path: &str,
+        ct: &str,
+        parent: Option<u32>,
+        how: Discovery,
+    ) -> Object {
+        Object {
+            id,
+            host: host.into(),
+            path: path.into(),
+            size: 2000,
+            content_type: ct.into(),
+            parent,
+            discovery: how,
+            compute_ms: 0,
+            status: None,
+            think_ms: 0,
+            recorded_size: None,
+        }
+    }
+
+    #[test]
+    fn only_what_the_accelerator_rewrites_folds() {
+        // a.example redirects to www.a.example, whose document has a
+        // stylesheet and an image on b.example, a frame on c.example, and
+        // a script on b.example that fetches an image from b.example.
+        let mut root = obj(0, "a.example", "/", "text/html", None, Discovery::Html);
+        root.status = Some(302);
+        let page = Page {
+            name: "p".into(),
+            main: "https://a.example/".into(),
+            objects: vec![
+                root,
+                obj(
+                    1,
+                    "www.a.example",
+                    "/",
+                    "text/html",
+                    Some(0),
+                    Discovery::Redirect,
+                ),
+                obj(
+                    2,
+                    "b.example",
+                    "/s.css",
+                    "text/css",
+                    Some(1),
+                    Discovery::Html,
+                ),
+                obj(
+                    3,
+                    "b.example",
+                    "/bg.png",
+                    "image/png",
+                    Some(2),
+                    Discovery::Css,
+                ),
+                obj(
+                    4,
+                    "b.example",
+                    "/x.png",
+                    "image/png",
+                    Some(1),
+                    Discovery::Html,
+                ),
+                obj(
+                    5,
+                    "c.example",
+                    "/frame.html",
+                    "text/html",
+                    Some(1),
+                    Discovery::Html,
+                ),
+                obj(
+                    6,
+                    "b.example",
+                    "/app.js",
+                    "application/javascript",
+                    Some(1),
+                    Discovery::Html,
+                ),
+                obj(
+                    7,
+                    "b.example",
+                    "/late.png",
+                    "image/png",
+                    Some(6),
+                    Discovery::Script,
+                ),
+            ],
+            shared_connections: Vec::new(),
+        };
+        let cfg = site_of(&page).expect("site");
+        assert_eq!(
+            cfg.hosts,
+            vec!["a.example".to_owned(), "www.a.example".to_owned()]
+        );
+        assert_eq!(
+            cfg.fold,
+            vec!["b.example".to_owned(), "c.example".to_owned()]
+        );
+        let site = Arc::new(Site::new(&cfg).expect("valid"));
+        let f = folded_page(&page, &site, "https");
+        let at = |id: usize| (f.objects[id].host.as_str(), f.objects[id].path.as_str());
+        assert_eq!(at(2), ("www.a.example", "/b.example/s.css"));
+        assert_eq!(at(3), ("www.a.example", "/b.example/bg.png"));
+        assert_eq!(at(4), ("www.a.example", "/b.example/x.png"));
+        assert_eq!(at(5), ("c.example", "/frame.html"));
+        assert_eq!(at(6), ("www.a.example", "/b.example/app.js"));
+        assert_eq!(at(7), ("b.example", "/late.png"));
+    }
+
+    #[test]
+    fn pages_sharing_a_host_share_a_site() {
+        let a = SiteConfig {
+            hosts: vec!["a.example".into()],
+            fold: vec!["b.example".into()],
+            prefix: String::new(),
+        };
+        let b = SiteConfig {
+            hosts: vec!["a.example".into(), "www.a.example".into()],
+            fold: vec!["c.example".into(), "a.example".into()],
+            prefix: String::new(),
+        };
+        let merged = merge_sites(vec![a, b]);
+        assert_eq!(merged.len(), 1);
+        assert_eq!(
+            merged[0].hosts,
+            vec!["a.example".to_owned(), "www.a.example".to_owned()]
+        );
+        assert_eq!(
+            merged[0].fold,
+            vec!["b.example".to_owned(), "c.example".to_owned()]
+        );
+        assert!(Site::new(&merged[0]).is_ok());
     }
 
     #[test]
