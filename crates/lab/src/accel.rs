@@ -72,8 +72,15 @@ pub const H2: &str = "h2";
 pub const ACCEL_COLD: &str = "accel-cold";
 /// HTTP/2 through the accelerator, its cache warm.
 pub const ACCEL_WARM: &str = "accel-warm";
-/// Every variant, in the order the report shows them.
+/// HTTP/2 through the warm accelerator with the Mobile Edge Hint client's
+/// connection count (seed 000 Algorithm 1 on the page's size, the link's
+/// rate and RTT, at most 6) and objects balanced by size over them: do the
+/// two combine? The loader only.
+pub const ACCEL_MEH: &str = "accel-meh";
+/// Seed 004's variants, the default, in the order the report shows them.
 pub const VARIANTS: [&str; 5] = [H1, HTTPS, H2, ACCEL_COLD, ACCEL_WARM];
+/// Every variant (the default ones and [`ACCEL_MEH`]).
+pub const ALL_VARIANTS: [&str; 6] = [H1, HTTPS, H2, ACCEL_COLD, ACCEL_WARM, ACCEL_MEH];
 
 /// Headless Chromium.
 pub const CHROMIUM: &str = "chromium";
@@ -336,12 +343,20 @@ fn check(config: &AccelLabConfig) -> Result<(), ExperimentError> {
     at_least_one("--variant", config.variants.len())?;
     at_least_one("--tool", config.tools.len())?;
     for v in &config.variants {
-        if !VARIANTS.contains(&v.as_str()) {
+        if !ALL_VARIANTS.contains(&v.as_str()) {
             return Err(ExperimentError::Config {
                 field: "--variant",
-                message: format!("{v}: give h1, https, h2, accel-cold or accel-warm"),
+                message: format!("{v}: give h1, https, h2, accel-cold, accel-warm or accel-meh"),
             });
         }
+    }
+    if config.variants.iter().any(|v| v == ACCEL_MEH) && config.tools.iter().any(|t| t != LOADER) {
+        return Err(ExperimentError::Config {
+            field: "--variant",
+            message: "accel-meh runs with --tool loader only (the hint-aware proxy in front of \
+                      Chromium is not part of this experiment)"
+                .into(),
+        });
     }
     for t in &config.tools {
         if t != CHROMIUM && t != LOADER {
@@ -648,7 +663,7 @@ pub fn run(config: &AccelLabConfig, progress: &Progress) -> Result<LabReport, Ex
                             &sites,
                             config,
                             page,
-                            (variant, tool),
+                            (variant, tool, down),
                             &work,
                             keep.as_deref(),
                         )
@@ -698,11 +713,11 @@ fn load_one(
     sites: &[Arc<Site>],
     config: &AccelLabConfig,
     page: &Page,
-    (variant, tool): (&str, &str),
+    (variant, tool, down_kbps): (&str, &str, u64),
     work: &Path,
     keep_netlog: Option<&Path>,
 ) -> Result<Result<(f64, Option<usize>), String>, ExperimentError> {
-    let through_accel = variant == ACCEL_COLD || variant == ACCEL_WARM;
+    let through_accel = matches!(variant, ACCEL_COLD | ACCEL_WARM | ACCEL_MEH);
     if variant == ACCEL_COLD {
         accel.accel.cache().purge(&Purge::All);
     }
@@ -732,6 +747,10 @@ fn load_one(
             };
             let mut opts = bed.options(LoadOptions::browser(protocol, tls));
             opts.resolver = resolver;
+            if variant == ACCEL_MEH {
+                opts.connections = meh_connections(&page, config, down_kbps);
+                opts.assign = Arc::new(crate::loader::LeastOutstanding);
+            }
             let record = bed.load(&page, &opts)?;
             let failed: Vec<_> = record.objects.iter().filter(|o| !o.ok()).collect();
             Ok(match record.done_us {
@@ -768,6 +787,25 @@ fn load_one(
                 keep_netlog,
             ))
         }
+    }
+}
+
+/// The Mobile Edge Hint client's connection count for `page` on this
+/// link: seed 000 Algorithm 1 (the client's printed model, at most its 6).
+fn meh_connections(page: &Page, config: &AccelLabConfig, down_kbps: u64) -> usize {
+    let path =
+        mewa_model::http::TcpPath::new(down_kbps as f64 * 1000.0, config.rtt_ms as f64 / 1000.0);
+    match path {
+        Ok(path) => {
+            mewa_model::http::choose_connections(
+                page.total_bytes(),
+                &path,
+                mewa_client::advice::MAX_CONNECTIONS,
+                mewa_model::http::SlowStartModel::Printed,
+            )
+            .n as usize
+        }
+        Err(_) => 1,
     }
 }
 
@@ -881,7 +919,7 @@ pub fn report(
         .into_iter()
         .filter(|t| runs.iter().any(|r| r.tool == *t))
         .collect();
-    let variants: Vec<&str> = VARIANTS
+    let variants: Vec<&str> = ALL_VARIANTS
         .into_iter()
         .filter(|v| runs.iter().any(|r| r.variant == *v))
         .collect();
@@ -890,7 +928,10 @@ pub fn report(
         let mut cells: BTreeMap<(u64, &str), Vec<f64>> = BTreeMap::new();
         let mut failed: BTreeMap<(u64, &str), usize> = BTreeMap::new();
         for r in runs.iter().filter(|r| r.tool == tool) {
-            let v = VARIANTS.into_iter().find(|v| *v == r.variant).unwrap_or(H1);
+            let v = ALL_VARIANTS
+                .into_iter()
+                .find(|v| *v == r.variant)
+                .unwrap_or(H1);
             match r.plt_s {
                 Some(p) => cells.entry((r.down_kbps, v)).or_default().push(p),
                 None => *failed.entry((r.down_kbps, v)).or_default() += 1,

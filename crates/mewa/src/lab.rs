@@ -104,7 +104,9 @@ struct AccelArgs {
     /// Round trip of the emulated link, ms [default: 150].
     #[arg(long)]
     rtt: Option<u64>,
-    /// Variants: h1, https, h2, accel-cold, accel-warm [default: all].
+    /// Variants: h1, https, h2, accel-cold, accel-warm [default: these
+    /// five]; accel-meh (the warm accelerator with the Mobile Edge Hint
+    /// client's connection count and size balancing) with --tool loader.
     #[arg(long, value_delimiter = ',')]
     variant: Vec<String>,
     /// Tools: chromium (headline), loader (quick sweep) [default: chromium].
