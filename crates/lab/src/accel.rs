@@ -1017,6 +1017,43 @@ pub fn report(
                 colour: i,
             })
             .collect();
+        let reduction = |v: &str, colour: usize| Series {
+            name: format!("{v} vs h2"),
+            points: rates
+                .iter()
+                .filter_map(|&r| {
+                    let a = cells.get(&(r, v)).and_then(|x| median(x))?;
+                    let b = cells.get(&(r, H2)).and_then(|x| median(x))?;
+                    (b > 0.0).then(|| ((r as f64).log2(), (a / b - 1.0) * 100.0))
+                })
+                .collect(),
+            mark: Mark::Line,
+            colour,
+        };
+        let mut lines: Vec<Series> = [ACCEL_WARM, ACCEL_COLD, ACCEL_MEH]
+            .into_iter()
+            .enumerate()
+            .filter(|(_, v)| variants.contains(v))
+            .map(|(i, v)| reduction(v, i))
+            .collect();
+        lines.push(Series {
+            name: "seed 004: about -33 %".into(),
+            points: rates
+                .iter()
+                .map(|&r| ((r as f64).log2(), -100.0 / 3.0))
+                .collect(),
+            mark: Mark::Points,
+            colour: 3,
+        });
+        plots.push(Plot {
+            file: format!("reduction_{tool}.svg"),
+            title: format!(
+                "Page load time through the accelerator against HTTP/2 per domain ({tool})"
+            ),
+            x_label: "downlink, log2 kbit/s (7 = 128, 12 = 4096)".into(),
+            y_label: "change of the median PLT, %".into(),
+            series: lines,
+        });
         plots.push(Plot {
             file: format!("plt_{tool}.svg"),
             title: format!("Page load time against downlink rate ({tool}), like seed 004 Fig. 6"),
