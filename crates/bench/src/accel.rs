@@ -31,12 +31,11 @@ use std::time::Duration;
 use clap::Args;
 use mewa_lab::metrics::median;
 use mewa_lab::report::Table;
-use mewa_link::core::parse_duration;
 use serde::Serialize;
 
 use crate::origin::{
-    bench_corpus, free_addr, nginx_version, spawn_nginx, start_mewa_origin, Kind, Load, Server,
-    Shape, Size, HOST, SIZES,
+    bench_corpus, free_addr, nginx_version, spawn_nginx, start_mewa_origin, H2loadArgs, Kind, Load,
+    Server, Shape, Size, HOST, SIZES,
 };
 use crate::util::{clk_tck, find_program, TempDir};
 use crate::{bail, Context};
@@ -47,24 +46,8 @@ const TARGET: f64 = 0.8;
 #[derive(Debug, Args)]
 /// `mewa bench accel`'s settings.
 pub struct AccelBench {
-    /// Measured runs per server and size; the median is reported.
-    #[arg(long, default_value_t = 5)]
-    runs: usize,
-    /// Measured time of each run (h2load -D).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    duration: Duration,
-    /// Warm-up at the start of each run, not counted.
-    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
-    warmup: Duration,
-    /// One run of 1 s per server and size (for a quick look).
-    #[arg(long)]
-    quick: bool,
-    /// Concurrent h2c connections (h2load -c).
-    #[arg(long, default_value_t = 8)]
-    clients: u32,
-    /// Concurrent streams per connection (h2load -m).
-    #[arg(long, default_value_t = 10)]
-    streams: u32,
+    #[command(flatten)]
+    load: H2loadArgs,
     /// Worker threads or processes of each proxy and of the origin;
     /// default: the number of CPUs.
     #[arg(long)]
@@ -92,16 +75,11 @@ struct Cell {
 }
 
 /// Runs the benchmark and prints its table (or JSON).
-pub fn run(mut b: AccelBench) -> crate::Result<()> {
-    if b.quick {
-        b.runs = 1;
-        b.duration = Duration::from_secs(1);
-    }
-    if b.runs == 0 || b.clients == 0 || b.streams == 0 || b.latency_requests == 0 {
-        bail!("--runs, --clients, --streams and --latency-requests must be at least 1");
-    }
-    if b.duration < Duration::from_millis(100) {
-        bail!("--duration must be at least 100ms");
+pub fn run(b: AccelBench) -> crate::Result<()> {
+    let shape = b.load.shape()?;
+    let runs_n = b.load.runs();
+    if b.latency_requests == 0 {
+        bail!("--latency-requests must be at least 1");
     }
     let workers = b
         .workers
@@ -135,13 +113,6 @@ pub fn run(mut b: AccelBench) -> crate::Result<()> {
     cache.wait_ready()?;
     let servers = [origin, accel, cache];
 
-    let shape = Shape {
-        clients: b.clients,
-        streams: b.streams,
-        client_threads: 1,
-        duration: b.duration,
-        warmup: b.warmup,
-    };
     let load = Load {
         h2load: &h2load,
         b: shape,
@@ -165,14 +136,14 @@ pub fn run(mut b: AccelBench) -> crate::Result<()> {
         let misses_before = accel_misses(admin)?;
         let mut runs: Vec<Vec<crate::origin::Sample>> =
             servers.iter().map(|_| Vec::new()).collect();
-        for r in 0..b.runs {
+        for r in 0..runs_n {
             for (i, s) in servers.iter().enumerate() {
                 let m = load.measure(s, size)?;
                 eprintln!(
                     "{} run {}/{}: {:<12} {:>10.0} req/s",
                     size.label,
                     r + 1,
-                    b.runs,
+                    runs_n,
                     s.kind.name(),
                     m.req_per_s
                 );
@@ -240,11 +211,11 @@ pub fn run(mut b: AccelBench) -> crate::Result<()> {
             serde_json::json!({
                 "config": {
                     "protocol": "h2c (prior knowledge), loopback",
-                    "runs": b.runs,
-                    "duration_s": b.duration.as_secs_f64(),
-                    "warmup_s": b.warmup.as_secs_f64(),
-                    "clients": b.clients,
-                    "streams_per_client": b.streams,
+                    "runs": runs_n,
+                    "duration_s": shape.duration.as_secs_f64(),
+                    "warmup_s": shape.warmup.as_secs_f64(),
+                    "clients": shape.clients,
+                    "streams_per_client": shape.streams,
                     "workers": workers,
                 },
                 "results": cells,
@@ -296,11 +267,11 @@ pub fn run(mut b: AccelBench) -> crate::Result<()> {
         "h2load -c {} -m {}, {:.1} s measured after {:.1} s warm-up, median of {} run(s); h2c on \
          loopback; {workers} worker(s) per server; every measured request a cache hit (checked). \
          Latency: -c 1 -m 1, {} requests, mean.",
-        b.clients,
-        b.streams,
-        b.duration.as_secs_f64(),
-        b.warmup.as_secs_f64(),
-        b.runs,
+        shape.clients,
+        shape.streams,
+        shape.duration.as_secs_f64(),
+        shape.warmup.as_secs_f64(),
+        runs_n,
         b.latency_requests
     );
     Ok(())

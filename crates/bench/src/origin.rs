@@ -81,9 +81,9 @@ pub(crate) const SIZES: [Size; 2] = [
     },
 ];
 
-#[derive(Debug, Args)]
-/// `mewa bench origin`'s settings.
-pub struct OriginBench {
+/// The h2load settings of `mewa bench origin` and `mewa bench accel`.
+#[derive(Debug, Clone, Args)]
+pub struct H2loadArgs {
     /// Measured runs per server and size; the median is reported.
     #[arg(long, default_value_t = 5)]
     runs: usize,
@@ -105,6 +105,50 @@ pub struct OriginBench {
     /// Load generator threads (h2load -t).
     #[arg(long, default_value_t = 1)]
     client_threads: u32,
+}
+
+impl H2loadArgs {
+    /// The runs (1 with --quick).
+    pub(crate) fn runs(&self) -> usize {
+        if self.quick {
+            1
+        } else {
+            self.runs
+        }
+    }
+
+    /// The load every run puts on a server, after --quick and a check of
+    /// the values.
+    pub(crate) fn shape(&self) -> crate::Result<Shape> {
+        let duration = if self.quick {
+            Duration::from_secs(1)
+        } else {
+            self.duration
+        };
+        if self.runs() == 0 || self.clients == 0 || self.streams == 0 || self.client_threads == 0 {
+            bail!("--runs, --clients, --streams and --client-threads must be at least 1");
+        }
+        if self.client_threads > self.clients {
+            bail!("--client-threads must not exceed --clients (h2load refuses it)");
+        }
+        if duration < Duration::from_millis(100) {
+            bail!("--duration must be at least 100ms");
+        }
+        Ok(Shape {
+            clients: self.clients,
+            streams: self.streams,
+            client_threads: self.client_threads,
+            duration,
+            warmup: self.warmup,
+        })
+    }
+}
+
+#[derive(Debug, Args)]
+/// `mewa bench origin`'s settings.
+pub struct OriginBench {
+    #[command(flatten)]
+    load: H2loadArgs,
     /// Worker threads or processes of every server (tokio workers, nghttpd
     /// -n, nginx worker_processes); default: the number of CPUs.
     #[arg(long)]
@@ -167,20 +211,9 @@ struct Ratio {
 }
 
 /// Runs the origin benchmark and prints its table (or JSON).
-pub fn run(mut b: OriginBench) -> crate::Result<()> {
-    if b.quick {
-        b.runs = 1;
-        b.duration = Duration::from_secs(1);
-    }
-    if b.runs == 0 || b.clients == 0 || b.streams == 0 || b.client_threads == 0 {
-        bail!("--runs, --clients, --streams and --client-threads must be at least 1");
-    }
-    if b.client_threads > b.clients {
-        bail!("--client-threads must not exceed --clients (h2load refuses it)");
-    }
-    if b.duration < Duration::from_millis(100) {
-        bail!("--duration must be at least 100ms");
-    }
+pub fn run(b: OriginBench) -> crate::Result<()> {
+    let shape = b.load.shape()?;
+    let runs_n = b.load.runs();
     let workers = b
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
@@ -240,7 +273,7 @@ pub fn run(mut b: OriginBench) -> crate::Result<()> {
 
     let load = Load {
         h2load: &h2load,
-        b: b.shape(),
+        b: shape,
         clk_tck: clk_tck(),
     };
     let mut cells = Vec::new();
@@ -251,14 +284,14 @@ pub fn run(mut b: OriginBench) -> crate::Result<()> {
             load.check(s, size)?;
         }
         let mut runs: Vec<Vec<Sample>> = servers.iter().map(|_| Vec::new()).collect();
-        for r in 0..b.runs {
+        for r in 0..runs_n {
             for (i, s) in servers.iter().enumerate() {
                 let m = load.measure(s, size)?;
                 eprintln!(
                     "{} run {}/{}: {:<8} {:>10.0} req/s {:>8} µs CPU/req",
                     size.label,
                     r + 1,
-                    b.runs,
+                    runs_n,
                     s.kind.name(),
                     m.req_per_s,
                     m.cpu_us_per_req.map_or("-".into(), |v| format!("{v:.1}"))
@@ -313,12 +346,12 @@ pub fn run(mut b: OriginBench) -> crate::Result<()> {
             serde_json::json!({
                 "config": {
                     "protocol": "h2c (prior knowledge), loopback",
-                    "runs": b.runs,
-                    "duration_s": b.duration.as_secs_f64(),
-                    "warmup_s": b.warmup.as_secs_f64(),
-                    "clients": b.clients,
-                    "streams_per_client": b.streams,
-                    "client_threads": b.client_threads,
+                    "runs": runs_n,
+                    "duration_s": shape.duration.as_secs_f64(),
+                    "warmup_s": shape.warmup.as_secs_f64(),
+                    "clients": shape.clients,
+                    "streams_per_client": shape.streams,
+                    "client_threads": shape.client_threads,
                     "server_workers": workers,
                     "servers": kinds.iter().map(|k| k.name()).collect::<Vec<_>>(),
                 },
@@ -363,12 +396,12 @@ pub fn run(mut b: OriginBench) -> crate::Result<()> {
     println!(
         "h2load -c {} -m {} -t {}, {:.1} s measured after {:.1} s warm-up, median of {} run(s); \
          h2c on loopback; {workers} worker(s) per server; MB = 10^6 bytes of response bodies.",
-        b.clients,
-        b.streams,
-        b.client_threads,
-        b.duration.as_secs_f64(),
-        b.warmup.as_secs_f64(),
-        b.runs
+        shape.clients,
+        shape.streams,
+        shape.client_threads,
+        shape.duration.as_secs_f64(),
+        shape.warmup.as_secs_f64(),
+        runs_n
     );
     Ok(())
 }
@@ -696,18 +729,6 @@ pub(crate) struct Shape {
     pub(crate) client_threads: u32,
     pub(crate) duration: Duration,
     pub(crate) warmup: Duration,
-}
-
-impl OriginBench {
-    fn shape(&self) -> Shape {
-        Shape {
-            clients: self.clients,
-            streams: self.streams,
-            client_threads: self.client_threads,
-            duration: self.duration,
-            warmup: self.warmup,
-        }
-    }
 }
 
 /// The h2load command line shared by every server.
