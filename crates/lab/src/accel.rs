@@ -232,16 +232,16 @@ fn merge_sites(configs: Vec<SiteConfig>) -> Vec<SiteConfig> {
     out
 }
 
-/// `page` as the browser sees it through the accelerator. What the
-/// accelerator rewrites decides what moves: the HTML documents it serves
-/// (on a site host, 200) fold the stylesheets, images, scripts and fonts
-/// they reference (not frames, not `preload as=fetch`), and the stylesheets
-/// it serves fold what they reference; each such object moves to the
-/// referencing document's host under its folded path, exactly as the
-/// rewriter writes it ([`mewa_accel::mapping::fold`]). Objects fetched by
-/// scripts keep their hosts: the accelerator does not rewrite scripts.
-/// Each document and stylesheet it serves gets the size the rewriting
-/// gives the origin's body (the loader checks sizes).
+/// `page` as the browser sees it through the accelerator, derived from
+/// what the accelerator's rewriters write. Each HTML document and
+/// stylesheet the accelerator serves (on a site host, 200) is rewritten
+/// here as the server would rewrite the origin's body; an object it
+/// references moves to the referencing document's host under its folded
+/// path ([`mewa_accel::mapping::fold`]) when that path is in the rewritten
+/// bytes, and keeps its URL otherwise (frames, `preload as=fetch`, a value
+/// the rewriter leaves alone, objects fetched by scripts). Each document
+/// and stylesheet gets the size of its rewritten body (the loader checks
+/// sizes).
 pub fn folded_page(page: &Page, site: &Arc<Site>, scheme: &str) -> Page {
     use mewa_corpus::{Discovery, Kind};
     let mut p = page.clone();
@@ -250,88 +250,92 @@ pub fn folded_page(page: &Page, site: &Arc<Site>, scheme: &str) -> Page {
     } else {
         mewa_corpus::Scheme::Https
     };
+    // What the accelerator sends for each object it rewrites: the URL it
+    // is served at and the rewritten bytes.
+    let mut rewritten: std::collections::HashMap<u32, (url::Url, Vec<u8>)> =
+        std::collections::HashMap::new();
     // Parents before children: ids in a corpus page grow from parent to
     // child, but a few passes make it independent of that.
-    let mut rewritten: std::collections::HashMap<u32, url::Url> = std::collections::HashMap::new();
     for _ in 0..4 {
         let mut changed = false;
         for i in 0..p.objects.len() {
-            let o = &p.objects[i];
-            if rewritten.contains_key(&o.id) {
+            if rewritten.contains_key(&p.objects[i].id) {
                 continue;
             }
-            // Folding: referenced from something the accelerator rewrote.
-            if let Some(parent_url) = o.parent.and_then(|id| rewritten.get(&id)) {
-                let by_markup = o.discovery == Discovery::Html
-                    && matches!(
-                        o.kind(),
-                        Kind::Css | Kind::Image | Kind::Script | Kind::Font
-                    );
-                let by_css = o.discovery == Discovery::Css;
-                if (by_markup || by_css) && site.folds(&o.host) {
-                    if let Some(path) = mewa_accel::mapping::fold(site, parent_url, &o.url(scheme))
+            let orig = &page.objects[i];
+            if let Some((parent_url, out)) = orig.parent.and_then(|id| rewritten.get(&id)) {
+                let by_markup = orig.discovery == Discovery::Html;
+                let by_css = orig.discovery == Discovery::Css;
+                if (by_markup || by_css) && site.folds(&orig.host) {
+                    if let Some(path) =
+                        mewa_accel::mapping::fold(site, parent_url, &orig.url(scheme))
                     {
-                        if path.starts_with('/') {
-                            let host = parent_url.host_str().unwrap_or_default().to_owned();
+                        // As a whole quoted value (the bodies quote every
+                        // URL), with `&` as `&amp;` in HTML attributes.
+                        let written = |s: &str| {
+                            let q = format!("\"{s}\"");
+                            out.windows(q.len()).any(|w| w == q.as_bytes())
+                        };
+                        if path.starts_with('/')
+                            && (written(&path) || written(&path.replace('&', "&amp;")))
+                        {
                             let o = &mut p.objects[i];
-                            o.host = host;
+                            o.host = parent_url.host_str().unwrap_or_default().to_owned();
                             o.path = path;
                         }
                     }
                 }
             }
             let o = &p.objects[i];
-            let served = site.serves(&o.host);
             let kind = o.kind();
-            if served && o.status() == 200 && matches!(kind, Kind::Html | Kind::Css) {
-                if let Ok(u) = url::Url::parse(&o.url(scheme)) {
-                    rewritten.insert(o.id, u);
-                    changed = true;
+            if !(site.serves(&o.host)
+                && o.status() == 200
+                && matches!(kind, Kind::Html | Kind::Css))
+            {
+                continue;
+            }
+            let (Ok(served), Ok(original), Ok(body)) = (
+                url::Url::parse(&o.url(scheme)),
+                url::Url::parse(&orig.url(scheme)),
+                mewa_corpus::body(page, orig.id, body_scheme),
+            ) else {
+                continue;
+            };
+            let out = match kind {
+                // A document on a folded path is not rewritten (the
+                // server rewrites the site's own documents only).
+                Kind::Html if o.host == orig.host => {
+                    FoldContext::document(site.clone(), served.clone()).and_then(|ctx| {
+                        rewrite_html(ctx, &HtmlOptions::default(), &body)
+                            .ok()
+                            .map(|(b, _)| b)
+                    })
                 }
+                Kind::Css => {
+                    let ctx = if o.host == orig.host {
+                        FoldContext::document(site.clone(), served.clone())
+                    } else {
+                        FoldContext::stylesheet(site.clone(), served.clone(), original)
+                    };
+                    ctx.map(|ctx| {
+                        let mut out = Vec::new();
+                        let mut r = CssRewriter::new(ctx);
+                        r.write(&body, &mut out);
+                        r.end(&mut out);
+                        out
+                    })
+                }
+                _ => None,
+            };
+            if let Some(out) = out {
+                let id = o.id;
+                p.objects[i].size = out.len() as u64;
+                rewritten.insert(id, (served, out));
+                changed = true;
             }
         }
         if !changed {
             break;
-        }
-    }
-    for (o, orig) in p.objects.iter_mut().zip(&page.objects) {
-        let Some(served) = rewritten.get(&o.id) else {
-            continue;
-        };
-        let (Ok(body), Ok(original)) = (
-            mewa_corpus::body(page, orig.id, body_scheme),
-            url::Url::parse(&orig.url(scheme)),
-        ) else {
-            continue;
-        };
-        let n = match o.kind() {
-            // A document on a folded path is not rewritten (the server
-            // rewrites the site's own documents only).
-            mewa_corpus::Kind::Html if o.host == orig.host => {
-                FoldContext::document(site.clone(), served.clone()).and_then(|ctx| {
-                    rewrite_html(ctx, &HtmlOptions::default(), &body)
-                        .ok()
-                        .map(|(b, _)| b.len())
-                })
-            }
-            mewa_corpus::Kind::Css => {
-                let ctx = if o.host == orig.host {
-                    FoldContext::document(site.clone(), served.clone())
-                } else {
-                    FoldContext::stylesheet(site.clone(), served.clone(), original)
-                };
-                ctx.map(|ctx| {
-                    let mut out = Vec::new();
-                    let mut r = CssRewriter::new(ctx);
-                    r.write(&body, &mut out);
-                    r.end(&mut out);
-                    out.len()
-                })
-            }
-            _ => None,
-        };
-        if let Some(n) = n {
-            o.size = n as u64;
         }
     }
     p
@@ -1218,6 +1222,25 @@ mod tests {
                     Some(6),
                     Discovery::Script,
                 ),
+                // `&udc=` is literal in an attribute and folds; the
+                // rewriter leaves a value with a named reference it does
+                // not decode (`&hellip;`) alone rather than guess at it.
+                obj(
+                    8,
+                    "b.example",
+                    "/q.gif?a=1&udc=2",
+                    "image/gif",
+                    Some(1),
+                    Discovery::Html,
+                ),
+                obj(
+                    9,
+                    "b.example",
+                    "/r.gif?t=&hellip;",
+                    "image/gif",
+                    Some(1),
+                    Discovery::Html,
+                ),
             ],
             shared_connections: Vec::new(),
         };
@@ -1239,6 +1262,8 @@ mod tests {
         assert_eq!(at(5), ("c.example", "/frame.html"));
         assert_eq!(at(6), ("www.a.example", "/b.example/app.js"));
         assert_eq!(at(7), ("b.example", "/late.png"));
+        assert_eq!(at(8), ("www.a.example", "/b.example/q.gif?a=1&udc=2"));
+        assert_eq!(at(9), ("b.example", "/r.gif?t=&hellip;"));
     }
 
     #[test]
