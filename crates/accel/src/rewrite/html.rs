@@ -597,13 +597,41 @@ fn decode_attr(raw: &str) -> Option<Cow<'_, str>> {
                 i = amp + 1 + name_len + 1;
                 last = i;
             }
-            // Possibly a legacy reference without ';': not ours to guess.
+            // No ';': only the legacy names are references without one
+            // (HTML §13.2.5.73: the longest name in the table that
+            // prefixes the input). When none prefixes the name, the '&'
+            // is literal (`?a=1&f_v=2`, `&pg.n=x`: query strings); when
+            // one does (`&copy.`), it would decode, which is not ours to
+            // guess: the value is left alone.
+            _ if !LEGACY_REFERENCES
+                .iter()
+                .any(|l| rest[..name_len].starts_with(l)) =>
+            {
+                i = amp + 1;
+                last = amp;
+            }
             _ => return None,
         }
     }
     out.push_str(&raw[last..]);
     Some(Cow::Owned(out))
 }
+
+/// The named character references HTML also recognises without a ';'
+/// (the "legacy" entries of the WHATWG named character references table).
+const LEGACY_REFERENCES: [&str; 106] = [
+    "AElig", "AMP", "Aacute", "Acirc", "Agrave", "Aring", "Atilde", "Auml", "COPY", "Ccedil",
+    "ETH", "Eacute", "Ecirc", "Egrave", "Euml", "GT", "Iacute", "Icirc", "Igrave", "Iuml", "LT",
+    "Ntilde", "Oacute", "Ocirc", "Ograve", "Oslash", "Otilde", "Ouml", "QUOT", "REG", "THORN",
+    "Uacute", "Ucirc", "Ugrave", "Uuml", "Yacute", "aacute", "acirc", "acute", "aelig", "agrave",
+    "amp", "aring", "atilde", "auml", "brvbar", "ccedil", "cedil", "cent", "copy", "curren", "deg",
+    "divide", "eacute", "ecirc", "egrave", "eth", "euml", "frac12", "frac14", "frac34", "gt",
+    "iacute", "icirc", "iexcl", "igrave", "iquest", "iuml", "laquo", "lt", "macr", "micro",
+    "middot", "nbsp", "not", "ntilde", "oacute", "ocirc", "ograve", "ordf", "ordm", "oslash",
+    "otilde", "ouml", "para", "plusmn", "pound", "quot", "raquo", "reg", "sect", "shy", "sup1",
+    "sup2", "sup3", "szlig", "thorn", "times", "uacute", "ucirc", "ugrave", "uml", "uuml",
+    "yacute", "yen", "yuml",
+];
 
 /// Encodes a value for a double-quoted attribute.
 fn encode_attr(value: &str) -> String {
@@ -987,6 +1015,13 @@ mod tests {
             decode_attr("&quot;&apos;&lt;&gt;").as_deref(),
             Some("\"'<>")
         );
+        // Query separators before a name no legacy reference prefixes are
+        // literal, as browsers read them.
+        let q = "?p_v=2&f_v=v3&pg.n=w&d.imd=false&rf=&x-y=1&a";
+        assert_eq!(decode_attr(q).as_deref(), Some(q));
+        // A legacy name without ';' would decode: left alone.
+        assert_eq!(decode_attr("a&copy.b"), None);
+        assert_eq!(decode_attr("a&amp_b"), None);
         assert_eq!(decode_attr("&copy"), None);
         assert_eq!(decode_attr("&copy;"), None);
         assert_eq!(decode_attr("&#0;"), None);
