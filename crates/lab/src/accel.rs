@@ -418,6 +418,9 @@ struct Running {
     /// origin) and for the accelerated ones (the main host to the
     /// accelerator), each at its own address of the edge, port 53.
     dns: Option<(IpAddr, IpAddr, Vec<NsServer>)>,
+    /// The accelerator's certificate. It has the lab's one leaf key, so
+    /// its SPKI pin makes Chromium trust the origins' certificates too.
+    certs: mewa_origin::Certs,
 }
 
 /// A DNS server on the edge answering `zone` (mewa-edge with an empty page
@@ -536,6 +539,7 @@ fn start_accel(
             accel,
             addr,
             dns: None,
+            certs,
         },
         site_list,
     ))
@@ -786,7 +790,7 @@ fn load_one(
                 &page,
                 (variant, scheme),
                 &resolver,
-                dns,
+                (dns, &accel.certs),
                 work,
                 keep_netlog,
             ))
@@ -824,15 +828,11 @@ fn chromium_load(
     page: &Page,
     (variant, scheme): (&str, &str),
     resolver: &crate::loader::Resolver,
-    dns: Option<IpAddr>,
+    (dns, certs): (Option<IpAddr>, &mewa_origin::Certs),
     work: &Path,
     keep_netlog: Option<&Path>,
 ) -> Result<(f64, Option<usize>), String> {
     let topo = bed.running().map_err(|e| e.to_string())?;
-    let ca_dir = ca_dir_or_default(&config.ca_dir).map_err(|e| e.to_string())?;
-    let certs = mewa_origin::Ca::load_or_create(&ca_dir)
-        .and_then(|ca| ca.issue(&[]))
-        .map_err(|e| format!("the test CA: {e}"))?;
     let profile = work.join("profile");
     let netlog = work.join("load.netlog.json");
     let _ = std::fs::remove_dir_all(&profile);
@@ -874,7 +874,7 @@ fn chromium_load(
         .root()
         .map(|r| r.url(scheme))
         .ok_or_else(|| format!("{}: no root document", page.name))?;
-    let out = crate::meh::browser::headless_load(&mut cmd, &profile, &netlog, &certs)
+    let out = crate::meh::browser::headless_load(&mut cmd, &profile, &netlog, certs)
         .arg(&url)
         .output()
         .map_err(|e| format!("starting {}: {e}", config.chromium.display()))?;
