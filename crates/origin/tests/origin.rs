@@ -792,19 +792,7 @@ async fn h2spec_passes_on_h2c_and_tls() {
         })
         .await
         .unwrap();
-        let name = if tls { "TLS" } else { "h2c" };
-        eprintln!("h2spec ({name}): {}", run.summary);
-        assert!(
-            run.summary.contains("passed"),
-            "h2spec ({name}) did not run:\n{}",
-            run.output
-        );
-        assert!(
-            run.failures.is_empty(),
-            "h2spec ({name}) failures:\n{}\n\n{}",
-            run.failures.join("\n"),
-            run.output
-        );
+        run.assert_clean(if tls { "TLS" } else { "h2c" });
     }
     let _ = o;
     r.stop().await;

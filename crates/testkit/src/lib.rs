@@ -107,6 +107,25 @@ pub struct H2specRun {
     pub output: String,
 }
 
+impl H2specRun {
+    /// Prints the summary and fails the test unless h2spec ran and every
+    /// case not allowed passed; `name` says which listener.
+    pub fn assert_clean(&self, name: &str) {
+        eprintln!("h2spec ({name}): {}", self.summary);
+        assert!(
+            self.summary.contains("passed"),
+            "h2spec ({name}) did not run:\n{}",
+            self.output
+        );
+        assert!(
+            self.failures.is_empty(),
+            "h2spec ({name}) failures:\n{}\n\n{}",
+            self.failures.join("\n"),
+            self.output
+        );
+    }
+}
+
 /// Runs h2spec against 127.0.0.1:`port` (over TLS with `tls`, trusting
 /// any certificate), 5 s per case, its JUnit report in `report`. Failed
 /// cases whose line contains one of `allowed` are not listed. Blocking:
