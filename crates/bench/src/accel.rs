@@ -209,15 +209,7 @@ pub fn run(b: AccelBench) -> crate::Result<()> {
         println!(
             "{}",
             serde_json::json!({
-                "config": {
-                    "protocol": "h2c (prior knowledge), loopback",
-                    "runs": runs_n,
-                    "duration_s": shape.duration.as_secs_f64(),
-                    "warmup_s": shape.warmup.as_secs_f64(),
-                    "clients": shape.clients,
-                    "streams_per_client": shape.streams,
-                    "workers": workers,
-                },
+                "config": shape.json(runs_n, workers),
                 "results": cells,
                 "ratios": ratios.iter().map(|(s, r)| serde_json::json!({
                     "size": s, "accel_over_nginx": r, "target": TARGET, "met": *r >= TARGET

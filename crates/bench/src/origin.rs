@@ -341,20 +341,12 @@ pub fn run(b: OriginBench) -> crate::Result<()> {
         .collect();
 
     if b.json {
+        let mut config = shape.json(runs_n, workers);
+        config["servers"] = serde_json::json!(kinds.iter().map(|k| k.name()).collect::<Vec<_>>());
         println!(
             "{}",
             serde_json::json!({
-                "config": {
-                    "protocol": "h2c (prior knowledge), loopback",
-                    "runs": runs_n,
-                    "duration_s": shape.duration.as_secs_f64(),
-                    "warmup_s": shape.warmup.as_secs_f64(),
-                    "clients": shape.clients,
-                    "streams_per_client": shape.streams,
-                    "client_threads": shape.client_threads,
-                    "server_workers": workers,
-                    "servers": kinds.iter().map(|k| k.name()).collect::<Vec<_>>(),
-                },
+                "config": config,
                 "results": cells,
                 "ratios": ratios,
             })
@@ -729,6 +721,22 @@ pub(crate) struct Shape {
     pub(crate) client_threads: u32,
     pub(crate) duration: Duration,
     pub(crate) warmup: Duration,
+}
+
+impl Shape {
+    /// The settings as JSON, for a benchmark's `--json` output.
+    pub(crate) fn json(&self, runs: usize, workers: usize) -> serde_json::Value {
+        serde_json::json!({
+            "protocol": "h2c (prior knowledge), loopback",
+            "runs": runs,
+            "duration_s": self.duration.as_secs_f64(),
+            "warmup_s": self.warmup.as_secs_f64(),
+            "clients": self.clients,
+            "streams_per_client": self.streams,
+            "client_threads": self.client_threads,
+            "server_workers": workers,
+        })
+    }
 }
 
 /// The h2load command line shared by every server.
