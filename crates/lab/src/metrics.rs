@@ -41,7 +41,7 @@ pub struct PageMetrics {
     /// Objects that did not arrive completely with a 2xx status
     /// ([`ObjectTiming::ok`] is false).
     pub failed_objects: usize,
-    /// Number of connections the load opened.
+    /// Number of connections the load used (opened, or in a session reused).
     pub connections: usize,
     /// Sum of the body bytes received over all objects.
     pub body_bytes: u64,
@@ -436,6 +436,7 @@ pub(crate) mod tests {
             close_us: close,
             error: None,
             iw: None,
+            reused: false,
         }
     }
 

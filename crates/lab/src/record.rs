@@ -141,10 +141,12 @@ fn ok_status() -> u16 {
     200
 }
 
-/// One transport connection the load opened.
+/// One transport connection the load used: one it opened, or (in a
+/// [`crate::loader::Session`]) one an earlier load opened and left open.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConnectionTiming {
-    /// Identifier within the load, counted from 0 in opening order.
+    /// Identifier within the load, counted from 0 in the order the load
+    /// opened connections or first reused them.
     pub id: u32,
     /// The host the connection was opened for (with coalescing, the first
     /// host that needed it).
@@ -156,16 +158,22 @@ pub struct ConnectionTiming {
     /// Whether TLS (or QUIC's TLS) protects it.
     pub tls: bool,
     /// When the loader started connecting: the SYN for TCP, the Initial for
-    /// QUIC.
+    /// QUIC. A reused connection was open before the load started: 0, so
+    /// that "first SYN to last byte" windows start with the load.
     pub open_us: u64,
     /// TCP: when the connection was established. QUIC: when the handshake
-    /// completed (the transport and crypto handshakes are one).
+    /// completed (the transport and crypto handshakes are one). `None` for
+    /// a reused connection: this load saw no handshake, so nothing reads a
+    /// handshake RTT off it.
     pub connected_us: Option<u64>,
     /// When the connection was ready for requests: after the TLS handshake
     /// (and for HTTP/2 the client preface); equal to `connected_us` for
-    /// cleartext HTTP/1.1.
+    /// cleartext HTTP/1.1. `None` for a reused connection (HAR then writes
+    /// `connect: -1`, its mark of a reused connection).
     pub ready_us: Option<u64>,
-    /// When the loader closed it or saw it close.
+    /// When the loader closed it or saw it close (or, in a session, stopped
+    /// using it after a request on it failed). `None` for a connection a
+    /// [`crate::loader::Session`] keeps open for its next load.
     pub close_us: Option<u64>,
     /// Why the connection failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -174,6 +182,13 @@ pub struct ConnectionTiming {
     /// 001), when the load asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iw: Option<IwRecord>,
+    /// Opened by an earlier load of the same [`crate::loader::Session`]
+    /// and reused by this one (a browser's keep-alive connection between
+    /// page views). Its first request in this load meets whatever the
+    /// idle time did to its congestion window (seed 003: slow start after
+    /// idle).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reused: bool,
 }
 
 /// One connection's initial-window exchange.
@@ -222,7 +237,8 @@ pub struct LoadRecord {
     pub done_us: Option<u64>,
     /// Every object of the page, root first, in discovery order.
     pub objects: Vec<ObjectTiming>,
-    /// Every connection, in opening order.
+    /// Every connection the load used, in the order it opened them or (in
+    /// a [`crate::loader::Session`]) first reused them.
     pub connections: Vec<ConnectionTiming>,
     /// Load-level errors (timeout, no route, …); object and connection
     /// errors are kept on those.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mewa_corpus::{generate, generate_with, Corpus, Discovery, Kind, Options, Page, Preset};
-use mewa_lab::loader::{load, Fixed, LoadOptions, Resolver, RoundRobin};
+use mewa_lab::loader::{load, Fixed, LoadOptions, Resolver, RoundRobin, Session};
 use mewa_lab::record::{LoadRecord, Protocol};
 use mewa_origin::OriginConfig;
 use mewa_testkit::{origin_config, LoopbackOrigin, TempDir};
@@ -15,7 +15,7 @@ use mewa_testkit::{origin_config, LoopbackOrigin, TempDir};
 /// folder (removed when the test ends).
 struct Running {
     origin: LoopbackOrigin,
-    _dir: TempDir,
+    dir: TempDir,
 }
 
 async fn start(corpus: &Corpus, tag: &str) -> Running {
@@ -28,7 +28,7 @@ async fn start(corpus: &Corpus, tag: &str) -> Running {
     };
     Running {
         origin: LoopbackOrigin::start(corpus, cfg),
-        _dir: dir,
+        dir,
     }
 }
 
@@ -48,11 +48,52 @@ impl Running {
     async fn stop(self) {
         self.origin.stop().await;
     }
+
+    /// Stops the origin, which closes every connection to it, and starts
+    /// it again on the same ports with the same CA (a server restart).
+    async fn restart(self, corpus: &Corpus) -> Running {
+        let (plain, tls, h3) = (
+            self.origin.plain_addr(),
+            self.origin.tls.unwrap(),
+            self.origin.h3.unwrap(),
+        );
+        self.origin.stop().await;
+        // quinn lets the UDP port go once its closed connections drained.
+        for _ in 0..100 {
+            if std::net::UdpSocket::bind(h3).is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let cfg = OriginConfig {
+            plain: Some(plain),
+            tls: Some(tls),
+            h3: Some(h3),
+            ..origin_config(self.dir.join("ca"))
+        };
+        Running {
+            origin: LoopbackOrigin::start(corpus, cfg),
+            dir: self.dir,
+        }
+    }
+}
+
+/// Every object arrived once, complete, on a recorded connection, no
+/// object was requested before its parent finished, and every connection
+/// was opened, used and closed by this load.
+fn check_complete(page: &Page, rec: &LoadRecord) {
+    check_objects(page, rec);
+    for c in &rec.connections {
+        assert!(c.error.is_none(), "{c:?}");
+        assert!(c.connected_us.unwrap() >= c.open_us);
+        assert!(c.ready_us.unwrap() >= c.connected_us.unwrap());
+        assert!(c.close_us.unwrap() >= c.ready_us.unwrap());
+    }
 }
 
 /// Every object arrived once, complete, on a recorded connection, and no
 /// object was requested before its parent finished.
-fn check_complete(page: &Page, rec: &LoadRecord) {
+fn check_objects(page: &Page, rec: &LoadRecord) {
     assert!(
         rec.ok(),
         "load failed: {:?} {:?}",
@@ -101,12 +142,6 @@ fn check_complete(page: &Page, rec: &LoadRecord) {
         rec.done_us,
         rec.objects.iter().filter_map(|o| o.end_us).max()
     );
-    for c in &rec.connections {
-        assert!(c.error.is_none(), "{c:?}");
-        assert!(c.connected_us.unwrap() >= c.open_us);
-        assert!(c.ready_us.unwrap() >= c.connected_us.unwrap());
-        assert!(c.close_us.unwrap() >= c.ready_us.unwrap());
-    }
 }
 
 /// A page with HTML, CSS and script discovery and a real computation gap.
@@ -538,5 +573,262 @@ async fn html_references_are_requested_as_the_document_streams_in() {
         first >= doc_end,
         "whole: first child at {first} µs, document ended {doc_end} µs"
     );
+    r.stop().await;
+}
+
+/// The (host, peer) of each connection of a record, sorted.
+fn peers(rec: &LoadRecord) -> Vec<(String, String)> {
+    let mut p: Vec<_> = rec
+        .connections
+        .iter()
+        .map(|c| (c.host.clone(), c.addr.clone()))
+        .collect();
+    p.sort();
+    p
+}
+
+/// A session's second load of a page opens nothing: it reuses every
+/// connection of the first (HTTP/1.1's idle ones per host, HTTP/2's two
+/// slots over TLS, HTTP/3's connection), and still loads every object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_reuses_its_connections_on_the_next_load() {
+    let corpus = generate(Preset::Accel7, 1);
+    let page = corpus.pages[0].clone();
+    let r = start(&corpus, "session").await;
+    for (proto, tls, n) in [
+        (Protocol::H1, false, 1),
+        (Protocol::H2, true, 2),
+        (Protocol::H3, true, 1),
+    ] {
+        let mut o = r.opts(proto, tls);
+        o.connections = n;
+        // Every slot opens in the first load, so the second has them all.
+        o.preconnect = true;
+        let session = Session::new(o).unwrap();
+        let first = session.load(&page).await.unwrap();
+        check_objects(&page, &first);
+        // One connection per host and slot; HTTP/2 and 3 coalesce hosts.
+        let expected = if proto == Protocol::H1 {
+            page.hosts().len()
+        } else {
+            n
+        };
+        assert_eq!(first.connections.len(), expected, "{proto}");
+        for c in &first.connections {
+            assert!(!c.reused, "{proto}: {c:?}");
+            assert!(c.ready_us.is_some() && c.error.is_none(), "{proto}: {c:?}");
+            assert_eq!(c.close_us, None, "{proto}: the session keeps it");
+        }
+        assert!(!first.to_json().contains("reused"));
+
+        // Think time, as between two page views.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let second = session.load(&page).await.unwrap();
+        check_objects(&page, &second);
+        assert_eq!(
+            second.connections.len(),
+            expected,
+            "{proto}: the second load opened connections"
+        );
+        for c in &second.connections {
+            assert!(c.reused, "{proto}: {c:?}");
+            assert_eq!((c.open_us, c.connected_us, c.ready_us), (0, None, None));
+            assert_eq!(c.close_us, None);
+        }
+        assert_eq!(peers(&first), peers(&second));
+        // Times count from the second load's own start, not the session's
+        // (which began more than the think time earlier).
+        assert!(second.objects[0].discovered_us < 100_000);
+        assert!(second.to_json().contains("\"reused\": true"));
+        assert_eq!(LoadRecord::from_json(&second.to_json()).unwrap(), second);
+        session.close();
+    }
+    r.stop().await;
+}
+
+/// HTTP/1.1 in a session: a host never has more than `connections`
+/// connections over the session's loads, and a host whose first load
+/// needed them all opens none in the second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_keeps_at_most_n_h1_connections_per_host() {
+    let mut corpus = generate(Preset::Accel7, 1);
+    // The origin answers each object after 30 ms, so that a host's objects
+    // overlap and need both connections even on a busy machine.
+    for o in &mut corpus.pages[0].objects {
+        o.think_ms = 30;
+    }
+    let page = corpus.pages[0].clone();
+    let r = start(&corpus, "session-h1").await;
+    let mut o = r.opts(Protocol::H1, false);
+    o.connections = 2;
+    let session = Session::new(o).unwrap();
+    let first = session.load(&page).await.unwrap();
+    check_objects(&page, &first);
+    let second = session.load(&page).await.unwrap();
+    check_objects(&page, &second);
+    let opened = |rec: &LoadRecord, host: &str| {
+        rec.connections
+            .iter()
+            .filter(|c| c.host == host && !c.reused)
+            .count()
+    };
+    let mut full = 0;
+    for host in page.hosts() {
+        let (a, b) = (opened(&first, host), opened(&second, host));
+        assert!(a + b <= 2, "{host}: {a} + {b} connections opened");
+        if a == 2 {
+            full += 1;
+            assert_eq!(b, 0, "{host}");
+        }
+        assert!(
+            second
+                .connections
+                .iter()
+                .any(|c| c.host == host && c.reused),
+            "{host}: nothing reused"
+        );
+    }
+    // 6 images per image host: the first load needed both there.
+    assert!(full >= 1, "no host used both connections");
+    session.close();
+    r.stop().await;
+}
+
+/// After the origin restarted between two loads (every pooled connection
+/// closed under the session), the second load completes on new
+/// connections, over every protocol; the closes arrived during the think
+/// time, so the load does not even try the dead connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_replaces_connections_the_server_closed() {
+    let corpus = generate(Preset::Accel7, 1);
+    let page = corpus.pages[0].clone();
+    let mut r = start(&corpus, "session-restart").await;
+    let kinds = [
+        (Protocol::H1, false),
+        (Protocol::H2, true),
+        (Protocol::H3, true),
+    ];
+    let sessions: Vec<Session> = kinds
+        .iter()
+        .map(|&(proto, tls)| Session::new(r.opts(proto, tls)).unwrap())
+        .collect();
+    for s in &sessions {
+        check_objects(&page, &s.load(&page).await.unwrap());
+    }
+    r = r.restart(&corpus).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for (s, (proto, _)) in sessions.into_iter().zip(kinds) {
+        let rec = s.load(&page).await.unwrap();
+        check_objects(&page, &rec);
+        assert!(!rec.connections.is_empty());
+        for c in &rec.connections {
+            assert!(!c.reused, "{proto}: a closed connection was tried: {c:?}");
+            assert!(c.ready_us.is_some(), "{proto}: {c:?}");
+        }
+        s.close();
+    }
+    r.stop().await;
+}
+
+/// A TCP relay to `to` that can cut the connections it carries without
+/// telling the client: after [`Relay::sever`], a connection accepted
+/// before stays open until the client next sends, then both sides close
+/// and the bytes go nowhere — a server (or a NAT dropping an idle flow)
+/// that lost a connection the client still thinks alive.
+struct Relay {
+    port: u16,
+    epoch: Arc<std::sync::atomic::AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Relay {
+    async fn start(to: SocketAddr) -> Relay {
+        use std::sync::atomic::Ordering::SeqCst;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let epoch = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let e = Arc::clone(&epoch);
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let born = e.load(SeqCst);
+                let e = Arc::clone(&e);
+                tokio::spawn(async move {
+                    let Ok(server) = tokio::net::TcpStream::connect(to).await else {
+                        return;
+                    };
+                    let (mut cr, mut cw) = client.into_split();
+                    let (mut sr, mut sw) = server.into_split();
+                    let down = tokio::spawn(async move {
+                        let _ = tokio::io::copy(&mut sr, &mut cw).await;
+                    });
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n @ 1..) = cr.read(&mut buf).await {
+                        if e.load(SeqCst) != born || sw.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                    down.abort();
+                });
+            }
+        });
+        Relay { port, epoch, task }
+    }
+
+    /// Cuts every connection open now, on its client's next bytes.
+    fn sever(&self) {
+        self.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A request lost on a pooled connection that looked alive (the far end
+/// dropped it during the think time) is sent again on a new connection:
+/// the object does not fail, and the record shows the pooled connection
+/// tried and let go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_lost_on_a_pooled_connection_goes_again_on_a_new_one() {
+    let corpus = generate(Preset::Accel7, 1);
+    let page = corpus.pages[0].clone();
+    let r = start(&corpus, "session-sever").await;
+    for (proto, tls) in [(Protocol::H1, false), (Protocol::H2, true)] {
+        let mut o = r.opts(proto, tls);
+        let relay = Relay::start(SocketAddr::from((
+            Ipv4Addr::LOCALHOST,
+            if tls { o.port_tls } else { o.port_plain },
+        )))
+        .await;
+        o.port_plain = relay.port;
+        o.port_tls = relay.port;
+        o.connections = 1;
+        let session = Session::new(o).unwrap();
+        let first = session.load(&page).await.unwrap();
+        check_objects(&page, &first);
+        // Whatever the client still had to say on the first load's
+        // connections goes through before the cut.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        relay.sever();
+        let second = session.load(&page).await.unwrap();
+        check_objects(&page, &second);
+        let tried: Vec<_> = second.connections.iter().filter(|c| c.reused).collect();
+        assert!(!tried.is_empty(), "{proto}: no pooled connection tried");
+        assert!(tried.iter().all(|c| c.close_us.is_some()), "{tried:?}");
+        for t in &second.objects {
+            let c = &second.connections[t.connection.unwrap() as usize];
+            assert!(!c.reused, "{proto}: object {} on a cut connection", t.id);
+        }
+        // Each host's pooled connection was replaced once, no more.
+        assert_eq!(
+            second.connections.len() - tried.len(),
+            first.connections.len(),
+            "{proto}"
+        );
+        session.close();
+    }
     r.stop().await;
 }

@@ -1507,6 +1507,7 @@ mod tests {
             close_us: Some(10_000_000),
             error: None,
             iw: None,
+            reused: false,
         }
     }
 

@@ -72,8 +72,35 @@ pub(crate) enum Sender {
     H1(http1::SendRequest<Empty<Bytes>>),
     /// HTTP/2: clone per request.
     H2(http2::SendRequest<Empty<Bytes>>),
-    /// HTTP/3: clone per request.
-    H3(h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>),
+    /// HTTP/3: clone per request; the QUIC connection beside it tells
+    /// whether the connection has closed (h3's sender does not).
+    H3(
+        h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+        quinn::Connection,
+    ),
+}
+
+impl Sender {
+    /// Whether the connection is known to be gone: the server closed it,
+    /// its idle timeout passed or its driver ended. A pooled connection
+    /// found so is replaced before a request is lost on it.
+    pub(crate) fn is_closed(&self) -> bool {
+        match self {
+            Sender::H1(s) => s.is_closed(),
+            Sender::H2(s) => s.is_closed(),
+            Sender::H3(_, quic) => quic.close_reason().is_some(),
+        }
+    }
+
+    /// Another handle on a multiplexed connection, for one more request;
+    /// `None` for HTTP/1.1, which carries one request at a time.
+    pub(crate) fn share(&self) -> Option<Sender> {
+        match self {
+            Sender::H1(_) => None,
+            Sender::H2(s) => Some(Sender::H2(s.clone())),
+            Sender::H3(s, quic) => Some(Sender::H3(s.clone(), quic.clone())),
+        }
+    }
 }
 
 /// An open connection and the task driving it.
@@ -278,7 +305,7 @@ async fn open_h3(t: Target<'_>, now_us: impl Fn() -> u64) -> Result<Opened, Open
     let conn = connecting.await.map_err(|e| quic("handshake with", &e))?;
     let connected_us = now_us();
     let rtt = conn.rtt();
-    let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn))
+    let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn.clone()))
         .await
         .map_err(|e| OpenError::H3Setup {
             addr: t.addr,
@@ -288,7 +315,7 @@ async fn open_h3(t: Target<'_>, now_us: impl Fn() -> u64) -> Result<Opened, Open
         let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
     });
     Ok(Opened {
-        sender: Sender::H3(send),
+        sender: Sender::H3(send, conn),
         driver,
         connected_us,
         ready_us: now_us(),

@@ -32,6 +32,10 @@
 //!   [`LoadOptions::coalesce`], hosts that resolve to the same address share
 //!   the group, as Chrome coalesces HTTP/2 connections when the certificate
 //!   covers every name.
+//! - **Across loads**: [`load`] starts cold and closes its connections
+//!   when it ends; a [`Session`] keeps them open for its next load (a
+//!   browser's page views with think time between, seed 003), replacing
+//!   those that died meanwhile.
 
 mod conn;
 mod pool;
@@ -365,19 +369,110 @@ enum Step {
 /// Loads `page` and records it. Runs on the current tokio runtime; the
 /// sockets it opens belong to the calling thread's network namespace (the
 /// lab runs it on a thread inside the client's namespace).
+///
+/// Every load starts cold: its connections close when it ends. A
+/// [`Session`] keeps them for the next load.
 pub async fn load(page: &Page, opts: &LoadOptions) -> Result<LoadRecord, LoadError> {
+    // A page without a root is refused before the options are looked at.
+    page.root()
+        .ok_or_else(|| LoadError::NoRoot(page.name.clone()))?;
+    Session::new(opts.clone())?.run(page, true).await
+}
+
+/// A browser's connections over several page loads, one after another:
+/// what one load opens, the next reuses — HTTP/1.1 keep-alive connections
+/// idle per host (up to [`LoadOptions::connections`]), the HTTP/2 or
+/// HTTP/3 connections of each origin group. Seed 003 studies what TCP
+/// does to such a connection after the think time between page views
+/// (slow start after idle, timeouts after the radio slept); a cold
+/// [`load`] cannot show it.
+///
+/// A pooled connection found closed (the server's idle timeout, a restart)
+/// is replaced before use; a request that fails before its response on a
+/// connection an earlier load opened is sent again once on a fresh
+/// connection, as browsers do, so the object does not fail.
+///
+/// Each load's record lists the connections it used: those it opened and
+/// those it reused ([`crate::record::ConnectionTiming::reused`]); the ones
+/// the session keeps open have no `close_us`. Loads on one session take
+/// turns (a second one waits for the first to end), as pages in one tab.
+/// Dropping the session, or [`Session::close`], closes every connection.
+pub struct Session {
+    pool: Arc<pool::Pool>,
+    turn: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("opts", self.pool.opts())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.pool.close();
+    }
+}
+
+impl Session {
+    /// A session whose loads follow `opts`; sets up the TLS client and
+    /// QUIC endpoint once. Refuses zero connections, and TLS or HTTP/3
+    /// without a CA, before any I/O.
+    pub fn new(opts: LoadOptions) -> Result<Session, LoadError> {
+        if opts.connections == 0 {
+            return Err(LoadError::NoConnections);
+        }
+        let scheme = if opts.uses_tls() { "https" } else { "http" };
+        Ok(Session {
+            pool: Arc::new(pool::Pool::new(opts, scheme)?),
+            turn: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The options every load of the session follows.
+    pub fn options(&self) -> &LoadOptions {
+        self.pool.opts()
+    }
+
+    /// Loads `page` as [`load`] does (same discovery, times from this
+    /// load's start) over the session's connections, and leaves them open
+    /// for the next load. Runs on the current tokio runtime, which must be
+    /// the one of the session's earlier loads (their connections' tasks
+    /// run there).
+    pub async fn load(&self, page: &Page) -> Result<LoadRecord, LoadError> {
+        self.run(page, false).await
+    }
+
+    /// Closes every connection of the session.
+    pub fn close(self) {
+        self.pool.close();
+    }
+
+    async fn run(&self, page: &Page, closing: bool) -> Result<LoadRecord, LoadError> {
+        let _turn = self.turn.lock().await;
+        load_on(&self.pool, page, closing).await
+    }
+}
+
+/// One load over `pool`'s connections; `closing`: the pool closes with the
+/// load, so every connection is recorded closed at the load's end (a cold
+/// [`load`]).
+async fn load_on(
+    pool: &Arc<pool::Pool>,
+    page: &Page,
+    closing: bool,
+) -> Result<LoadRecord, LoadError> {
     let root = page
         .root()
         .ok_or_else(|| LoadError::NoRoot(page.name.clone()))?
         .clone();
-    if opts.connections == 0 {
-        return Err(LoadError::NoConnections);
-    }
-    let scheme = if opts.uses_tls() { "https" } else { "http" };
+    let opts = pool.opts();
+    let scheme = pool.scheme();
     let started_unix_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    // Refuses TLS and HTTP/3 without a CA before any I/O.
     let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel::<(u32, u64)>();
     let body_scheme = if scheme == "https" {
         mewa_corpus::Scheme::Https
@@ -403,10 +498,11 @@ pub async fn load(page: &Page, opts: &LoadOptions) -> Result<LoadRecord, LoadErr
     } else {
         HashMap::new()
     };
-    let shared = Arc::new(
-        pool::Shared::new(opts.clone(), scheme)?
-            .for_page(opts.streaming.then_some(progress_tx), priority),
-    );
+    let shared = Arc::new(pool::Load::new(
+        Arc::clone(pool),
+        opts.streaming.then_some(progress_tx),
+        priority,
+    ));
 
     let mut record = LoadRecord {
         page: page.name.clone(),
@@ -572,7 +668,10 @@ pub async fn load(page: &Page, opts: &LoadOptions) -> Result<LoadRecord, LoadErr
     if record.errors.is_empty() {
         record.done_us = record.objects.iter().filter_map(|o| o.end_us).max();
     }
-    record.connections = shared.close_all(end);
+    if closing {
+        pool.close();
+    }
+    record.connections = shared.finish(closing.then_some(end));
     record
         .objects
         .sort_by_key(|o| (o.discovered_us, o.request_us, o.id));

@@ -1,49 +1,97 @@
-//! Connection groups and one object's fetch over them.
+//! Connections and one object's fetch over them.
+//!
+//! Two lifetimes meet here. A [`Pool`] holds what a browser keeps between
+//! page views: the TLS client, the QUIC endpoint, every origin group's
+//! connections and the tasks driving them. A [`Load`] holds what belongs to
+//! one page load: its clock, the HTML progress channel, the priorities, the
+//! books of held leaves, and the record of every connection it used. A
+//! [`super::Session`] keeps one pool for many loads, so that connections
+//! outlive the load that opened them while nothing of one load (a clock, a
+//! ticket of a held leaf, a failed open) leaks into the next.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-
-use mewa_model::sync::lock;
-
-use crate::loader::conn::OpenError;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
 use http::{HeaderMap, Request, Response};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
-use hyper::client::conn::http1;
+use hyper::client::conn::{http1, http2};
 use mewa_client::dispatch::Dispatcher;
 use mewa_corpus::{Kind, Object};
 use mewa_model::pull::Ledger;
-use tokio::sync::{OnceCell, Semaphore};
+use mewa_model::sync::lock;
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
-use super::conn::{self, Sender, Target};
+use super::conn::{self, OpenError, Sender, Target};
 use super::{IwAsk, LoadError, LoadOptions};
 use crate::record::{Chunk, ConnectionTiming, IwRecord, ObjectTiming, Protocol};
 
-/// A multiplexed connection's sender and its record id.
-type MuxSlot = Arc<OnceCell<Result<(Sender, u32), OpenError>>>;
+/// A connection as the pool knows it, whichever load uses it. The sender
+/// lives beside it (in a slot or the idle list), since an HTTP/1.1 sender
+/// is owned by the one request it carries.
+struct Conn {
+    /// Pool-wide number; a load maps it to its own record id.
+    serial: u64,
+    /// The load that opened it; any other load reuses it.
+    opened_by: u64,
+    /// The host it was opened for.
+    host: String,
+    addr: SocketAddr,
+    /// Seed 001: the initial window (segments) the connection's first
+    /// request asks for, until that request goes. It lives with the
+    /// connection rather than the load because a connection a load opened
+    /// and never used (preconnected) carries its first request in a later
+    /// load.
+    iw_ask: Mutex<Option<u32>>,
+    /// The window choice made when the connection opened, copied into the
+    /// record of a later load that sends the first request (so that the
+    /// grant lands beside the ask).
+    iw: Option<IwRecord>,
+}
+
+/// One multiplexed connection of a group.
+enum SlotState {
+    /// Never opened, or its connection was dropped.
+    Empty,
+    /// An open connection (possibly closed since; checked before use).
+    Open(Sender, Arc<Conn>),
+    /// Opening failed during load `load`: every later object of that load
+    /// on the slot fails alike, as requests queued on a browser's failed
+    /// connection attempt do; a later load tries again.
+    Failed { load: u64, error: String },
+}
+
+/// A multiplexed slot. The async lock is held while the slot's connection
+/// opens, so concurrent objects wait for that one connection instead of
+/// each opening their own.
+type MuxSlot = Arc<tokio::sync::Mutex<SlotState>>;
+
+/// An idle HTTP/1.1 connection.
+type Idle = (http1::SendRequest<Empty<Bytes>>, Arc<Conn>);
 
 /// The connections objects of one origin group share.
 enum Group {
     /// HTTP/2 or HTTP/3: a fixed number of slots, each opened on first use.
-    Mux {
-        slots: Vec<MuxSlot>,
-        /// Bytes requested and not yet received per slot, and their recent
-        /// deliveries (for [`super::Assign`] and the pull budget).
-        books: Arc<Dispatcher>,
-        /// Turns of held leaves under a fixed budget.
-        tickets: Tickets,
-    },
+    Mux { slots: Vec<MuxSlot> },
     /// HTTP/1.1: at most `permits` connections, idle ones kept for reuse.
     H1 {
         permits: Arc<Semaphore>,
-        idle: Mutex<Vec<(http1::SendRequest<Empty<Bytes>>, u32)>>,
+        idle: Mutex<Vec<Idle>>,
     },
+}
+
+/// One load's books of a multiplexed group: bytes requested and not yet
+/// received per slot, their recent deliveries (for [`super::Assign`] and
+/// the pull budget), and the turns of held leaves. Per load, so that a
+/// load that gave up with leaves still waiting cannot stall the next.
+struct Books {
+    dispatcher: Arc<Dispatcher>,
+    tickets: Tickets,
 }
 
 /// Under a fixed budget held leaves go first come, first served: each
@@ -83,24 +131,151 @@ fn slot_with_room(
         .map(|(i, _)| i)
 }
 
-/// State one load's fetch tasks share.
-pub(crate) struct Shared {
-    start: Instant,
+/// What outlives one load: the clients, the connections, their drivers.
+pub(crate) struct Pool {
     opts: LoadOptions,
     scheme: &'static str,
     tls: Option<Arc<rustls::ClientConfig>>,
     quic: Option<quinn::Endpoint>,
-    conns: Mutex<Vec<ConnectionTiming>>,
-    drivers: Mutex<Vec<JoinHandle<()>>>,
     groups: Mutex<HashMap<String, Arc<Group>>>,
+    drivers: Mutex<Vec<JoinHandle<()>>>,
+    /// Numbers connections and loads over the pool's life.
+    serials: AtomicU64,
+}
+
+impl Pool {
+    /// Sets up the TLS client and QUIC endpoint `opts` need; refuses TLS
+    /// and HTTP/3 without a CA before any I/O.
+    pub(crate) fn new(opts: LoadOptions, scheme: &'static str) -> Result<Pool, LoadError> {
+        let ca = opts.ca_cert.as_deref();
+        let tls = match (opts.protocol, opts.tls, ca) {
+            (Protocol::H1, true, Some(ca)) => Some(Arc::new(conn::tls_config(ca, &[b"http/1.1"])?)),
+            (Protocol::H2, true, Some(ca)) => Some(Arc::new(conn::tls_config(ca, &[b"h2"])?)),
+            (Protocol::H3, _, None) | (_, true, None) => return Err(LoadError::NoCa),
+            _ => None,
+        };
+        let quic = match (opts.protocol, ca) {
+            (Protocol::H3, Some(ca)) => Some(conn::quic_endpoint(ca)?),
+            _ => None,
+        };
+        Ok(Pool {
+            opts,
+            scheme,
+            tls,
+            quic,
+            groups: Mutex::new(HashMap::new()),
+            drivers: Mutex::new(Vec::new()),
+            serials: AtomicU64::new(0),
+        })
+    }
+
+    /// The options every load of the pool follows.
+    pub(crate) fn opts(&self) -> &LoadOptions {
+        &self.opts
+    }
+
+    /// `http` or `https`.
+    pub(crate) fn scheme(&self) -> &'static str {
+        self.scheme
+    }
+
+    fn next_serial(&self) -> u64 {
+        self.serials.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn port(&self) -> u16 {
+        match (self.opts.protocol, self.opts.tls) {
+            (Protocol::H3, _) => self.opts.port_h3,
+            (_, true) => self.opts.port_tls,
+            (_, false) => self.opts.port_plain,
+        }
+    }
+
+    fn addr_of(&self, host: &str) -> Option<SocketAddr> {
+        self.opts
+            .resolver
+            .resolve(host)
+            .map(|ip| SocketAddr::new(ip, self.port()))
+    }
+
+    /// The group a host's objects share: per address when multiplexed
+    /// connections coalesce, else per host and address.
+    fn key(&self, host: &str, addr: SocketAddr) -> String {
+        if self.opts.protocol != Protocol::H1 && self.opts.coalesce {
+            addr.to_string()
+        } else {
+            format!("{host} {addr}")
+        }
+    }
+
+    fn group(&self, key: &str) -> Arc<Group> {
+        let n = self.opts.connections.max(1);
+        let mut groups = lock(&self.groups);
+        if let Some(g) = groups.get(key) {
+            return Arc::clone(g);
+        }
+        let g = Arc::new(if self.opts.protocol == Protocol::H1 {
+            Group::H1 {
+                permits: Arc::new(Semaphore::new(n)),
+                idle: Mutex::new(Vec::new()),
+            }
+        } else {
+            Group::Mux {
+                slots: (0..n)
+                    .map(|_| Arc::new(tokio::sync::Mutex::new(SlotState::Empty)))
+                    .collect(),
+            }
+        });
+        groups.insert(key.to_string(), Arc::clone(&g));
+        g
+    }
+
+    /// Whether the connections are encrypted (TLS, or QUIC's TLS).
+    fn secure(&self) -> bool {
+        self.tls.is_some() || self.quic.is_some()
+    }
+
+    /// Keeps a connection's driver for [`Pool::close`], forgetting those of
+    /// connections that have ended (a long session replaces many).
+    fn add_driver(&self, driver: JoinHandle<()>) {
+        let mut drivers = lock(&self.drivers);
+        drivers.retain(|d| !d.is_finished());
+        drivers.push(driver);
+    }
+
+    /// Closes every connection. Idempotent.
+    pub(crate) fn close(&self) {
+        lock(&self.groups).clear();
+        for d in lock(&self.drivers).drain(..) {
+            d.abort();
+        }
+        if let Some(ep) = &self.quic {
+            ep.close(0u32.into(), b"loader closed");
+        }
+    }
+}
+
+/// The connection records of one load, and which pool connection each is.
+#[derive(Default)]
+struct Records {
+    list: Vec<ConnectionTiming>,
+    by_serial: HashMap<u64, u32>,
+}
+
+/// State one load's fetch tasks share.
+pub(crate) struct Load {
+    pool: Arc<Pool>,
+    /// This load's number in the pool (see [`Conn::opened_by`]).
+    serial: u64,
+    start: Instant,
     /// Hears `(object id, body bytes so far)` of HTML bodies as they
     /// arrive, for discovery while the document streams in.
     progress: Option<tokio::sync::mpsc::UnboundedSender<(u32, u64)>>,
     /// The `priority` header value (RFC 9218) of each object, by id.
     priority: HashMap<u32, &'static str>,
-    /// Connections whose first request has yet to ask for this initial
-    /// window (segments), by connection id.
-    iw_pending: Mutex<HashMap<u32, u32>>,
+    /// The books of each multiplexed group this load used, by group key.
+    books: Mutex<HashMap<String, Arc<Books>>>,
+    conns: Mutex<Records>,
 }
 
 /// An object's timing before anything happened to it.
@@ -135,44 +310,23 @@ fn head_size(headers: &HeaderMap) -> u64 {
     ("HTTP/1.1 200 OK\r\n".len() + fields + 2) as u64
 }
 
-impl Shared {
-    pub(crate) fn new(opts: LoadOptions, scheme: &'static str) -> Result<Shared, LoadError> {
-        let ca = opts.ca_cert.as_deref();
-        let tls = match (opts.protocol, opts.tls, ca) {
-            (Protocol::H1, true, Some(ca)) => Some(Arc::new(conn::tls_config(ca, &[b"http/1.1"])?)),
-            (Protocol::H2, true, Some(ca)) => Some(Arc::new(conn::tls_config(ca, &[b"h2"])?)),
-            (Protocol::H3, _, None) | (_, true, None) => return Err(LoadError::NoCa),
-            _ => None,
-        };
-        let quic = match (opts.protocol, ca) {
-            (Protocol::H3, Some(ca)) => Some(conn::quic_endpoint(ca)?),
-            _ => None,
-        };
-        Ok(Shared {
-            start: Instant::now(),
-            opts,
-            scheme,
-            tls,
-            quic,
-            conns: Mutex::new(Vec::new()),
-            drivers: Mutex::new(Vec::new()),
-            groups: Mutex::new(HashMap::new()),
-            progress: None,
-            priority: HashMap::new(),
-            iw_pending: Mutex::new(HashMap::new()),
-        })
-    }
-
-    /// This load's page facts: where HTML progress goes, and the priority
-    /// header of each object.
-    pub(crate) fn for_page(
-        mut self,
+impl Load {
+    /// A load over `pool` starting now: where HTML progress goes, and the
+    /// priority header of each object.
+    pub(crate) fn new(
+        pool: Arc<Pool>,
         progress: Option<tokio::sync::mpsc::UnboundedSender<(u32, u64)>>,
         priority: HashMap<u32, &'static str>,
-    ) -> Shared {
-        self.progress = progress;
-        self.priority = priority;
-        self
+    ) -> Load {
+        Load {
+            serial: pool.next_serial(),
+            pool,
+            start: Instant::now(),
+            progress,
+            priority,
+            books: Mutex::new(HashMap::new()),
+            conns: Mutex::new(Records::default()),
+        }
     }
 
     /// µs since the load started.
@@ -180,87 +334,64 @@ impl Shared {
         self.start.elapsed().as_micros() as u64
     }
 
-    fn port(&self) -> u16 {
-        match (self.opts.protocol, self.opts.tls) {
-            (Protocol::H3, _) => self.opts.port_h3,
-            (_, true) => self.opts.port_tls,
-            (_, false) => self.opts.port_plain,
-        }
-    }
-
-    fn addr_of(&self, host: &str) -> Option<SocketAddr> {
-        self.opts
-            .resolver
-            .resolve(host)
-            .map(|ip| SocketAddr::new(ip, self.port()))
-    }
-
-    fn group(&self, host: &str, addr: SocketAddr) -> Arc<Group> {
-        let mux = self.opts.protocol != Protocol::H1;
-        let key = if mux && self.opts.coalesce {
-            addr.to_string()
-        } else {
-            format!("{host} {addr}")
-        };
-        let n = self.opts.connections.max(1);
-        let mut groups = lock(&self.groups);
-        Arc::clone(groups.entry(key).or_insert_with(|| {
-            Arc::new(if mux {
-                Group::Mux {
-                    slots: (0..n).map(|_| Arc::new(OnceCell::new())).collect(),
-                    books: Arc::new(Dispatcher::new(n, self.opts.pull_follow)),
-                    tickets: Tickets::default(),
-                }
-            } else {
-                Group::H1 {
-                    permits: Arc::new(Semaphore::new(n)),
-                    idle: Mutex::new(Vec::new()),
-                }
+    fn books(&self, key: &str) -> Arc<Books> {
+        let mut books = lock(&self.books);
+        Arc::clone(books.entry(key.to_string()).or_insert_with(|| {
+            let opts = &self.pool.opts;
+            Arc::new(Books {
+                dispatcher: Arc::new(Dispatcher::new(opts.connections.max(1), opts.pull_follow)),
+                tickets: Tickets::default(),
             })
         }))
     }
 
-    /// Opens one connection and records it; returns its sender and id.
-    async fn open(&self, host: &str, addr: SocketAddr) -> Result<(Sender, u32), OpenError> {
+    /// Opens one connection and records it; returns its sender and the
+    /// pool's handle on it.
+    async fn open(&self, host: &str, addr: SocketAddr) -> Result<(Sender, Arc<Conn>), OpenError> {
+        let pool = &*self.pool;
+        let serial = pool.next_serial();
         let id = {
             let mut conns = lock(&self.conns);
-            let id = conns.len() as u32;
-            conns.push(ConnectionTiming {
+            let id = conns.list.len() as u32;
+            conns.list.push(ConnectionTiming {
                 id,
                 host: host.to_string(),
                 addr: addr.to_string(),
-                protocol: self.opts.protocol,
-                tls: self.tls.is_some() || self.quic.is_some(),
+                protocol: pool.opts.protocol,
+                tls: pool.secure(),
                 open_us: self.now_us(),
                 connected_us: None,
                 ready_us: None,
                 close_us: None,
                 error: None,
                 iw: None,
+                reused: false,
             });
+            conns.by_serial.insert(serial, id);
             id
         };
         let target = Target {
             addr,
             host,
-            protocol: self.opts.protocol,
-            tls: self.tls.as_ref(),
-            quic: self.quic.as_ref(),
+            protocol: pool.opts.protocol,
+            tls: pool.tls.as_ref(),
+            quic: pool.quic.as_ref(),
         };
         let opened = conn::open(target, || self.now_us()).await;
         let mut conns = lock(&self.conns);
-        let rec = &mut conns[id as usize];
+        let rec = &mut conns.list[id as usize];
         match opened {
             Ok(o) => {
                 rec.connected_us = Some(o.connected_us);
                 rec.ready_us = Some(o.ready_us);
-                if let Some(ask) = self.opts.iw {
+                let mut ask = None;
+                if let Some(iw) = pool.opts.iw {
                     // The handshake's round trip: SYN to SYN-ACK for TCP,
                     // QUIC's own estimate after its handshake.
                     let rtt = o.rtt.unwrap_or_else(|| {
                         Duration::from_micros(o.connected_us.saturating_sub(rec.open_us))
                     });
-                    let (asked, fallback) = match ask {
+                    let (asked, fallback) = match iw {
                         IwAsk::Fixed(n) => (Some(n), None),
                         IwAsk::Aware(facts) => {
                             let c = mewa_client::iw::choose(facts, rtt);
@@ -268,9 +399,7 @@ impl Shared {
                             (c.worth_asking().then_some(c.segments), c.fallback)
                         }
                     };
-                    if let Some(n) = asked {
-                        lock(&self.iw_pending).insert(id, n);
-                    }
+                    ask = asked;
                     rec.iw = Some(IwRecord {
                         asked,
                         rtt_us: rtt.as_micros() as u64,
@@ -278,8 +407,16 @@ impl Shared {
                         granted: None,
                     });
                 }
-                lock(&self.drivers).push(o.driver);
-                Ok((o.sender, id))
+                pool.add_driver(o.driver);
+                let conn = Arc::new(Conn {
+                    serial,
+                    opened_by: self.serial,
+                    host: host.to_string(),
+                    addr,
+                    iw_ask: Mutex::new(ask),
+                    iw: rec.iw.clone(),
+                });
+                Ok((o.sender, conn))
             }
             Err(e) => {
                 rec.error = Some(e.to_string());
@@ -289,13 +426,115 @@ impl Shared {
         }
     }
 
-    /// Opens every connection of the root's group now (HTTP/2, HTTP/3).
-    pub(crate) async fn preconnect(self: &Arc<Self>, root: &Object) {
-        let Some(addr) = self.addr_of(&root.host) else {
+    /// `conn`'s id in this load's record, adding a record of it as reused
+    /// when an earlier load opened it and this load has not used it yet.
+    fn register(&self, conn: &Conn) -> u32 {
+        let mut conns = lock(&self.conns);
+        if let Some(&id) = conns.by_serial.get(&conn.serial) {
+            return id;
+        }
+        let id = conns.list.len() as u32;
+        let iw = if lock(&conn.iw_ask).is_some() {
+            conn.iw.clone()
+        } else {
+            None
+        };
+        conns.list.push(ConnectionTiming {
+            id,
+            host: conn.host.clone(),
+            addr: conn.addr.to_string(),
+            protocol: self.pool.opts.protocol,
+            tls: self.pool.secure(),
+            open_us: 0,
+            connected_us: None,
+            ready_us: None,
+            close_us: None,
+            error: None,
+            iw,
+            reused: true,
+        });
+        conns.by_serial.insert(conn.serial, id);
+        id
+    }
+
+    /// Notes that this load found `conn` closed or stopped using it after a
+    /// failed request (if the load had used it at all).
+    fn saw_closed(&self, conn: &Conn) {
+        let now = self.now_us();
+        let mut conns = lock(&self.conns);
+        let Some(id) = conns.by_serial.get(&conn.serial).copied() else {
             return;
         };
-        let group = self.group(&root.host, addr);
-        let Group::Mux { slots, .. } = &*group else {
+        if let Some(rec) = conns.list.get_mut(id as usize) {
+            rec.close_us.get_or_insert(now);
+        }
+    }
+
+    /// Whether to send `t`'s request again on a fresh connection: it failed
+    /// before any response arrived on a connection an earlier load opened.
+    /// Why: a connection idle between page views may have been closed by
+    /// the server (or the network) without the loader having seen it yet;
+    /// browsers retry a request lost on a reused connection. A failure on
+    /// a connection this load opened is the load's own and is recorded.
+    fn retry(&self, conn: &Conn, t: &ObjectTiming) -> bool {
+        let lost = conn.opened_by != self.serial && t.error.is_some() && t.first_byte_us.is_none();
+        if lost {
+            tracing::debug!(error = ?t.error, "request lost on a reused connection; retrying");
+        }
+        lost
+    }
+
+    /// The connection of a multiplexed slot, opened (again) as needed, and
+    /// its id in this load's record. A connection found closed, or equal to
+    /// `stale` (one a request just failed on), is replaced by a new one.
+    async fn slot_conn(
+        &self,
+        slot: &MuxSlot,
+        host: &str,
+        addr: SocketAddr,
+        stale: Option<&Arc<Conn>>,
+    ) -> Result<(Sender, Arc<Conn>, u32), String> {
+        let mut state = slot.lock().await;
+        match &*state {
+            SlotState::Open(sender, conn) => {
+                let failed = stale.is_some_and(|s| Arc::ptr_eq(s, conn));
+                if let Some(s) = sender.share().filter(|_| !failed && !sender.is_closed()) {
+                    return Ok((s, Arc::clone(conn), self.register(conn)));
+                }
+                self.saw_closed(conn);
+            }
+            SlotState::Failed { load, error } if *load == self.serial => return Err(error.clone()),
+            SlotState::Failed { .. } | SlotState::Empty => {}
+        }
+        *state = SlotState::Empty;
+        match self.open(host, addr).await {
+            Ok((sender, conn)) => {
+                let id = self.register(&conn);
+                let Some(shared) = sender.share() else {
+                    return Err("HTTP/1.1 in a multiplexed group".into());
+                };
+                *state = SlotState::Open(sender, Arc::clone(&conn));
+                Ok((shared, conn, id))
+            }
+            Err(e) => {
+                let error = e.to_string();
+                *state = SlotState::Failed {
+                    load: self.serial,
+                    error: error.clone(),
+                };
+                Err(error)
+            }
+        }
+    }
+
+    /// Opens every connection of the root's group now (HTTP/2, HTTP/3);
+    /// in a session, takes the group's open ones into this load's record.
+    pub(crate) async fn preconnect(self: &Arc<Self>, root: &Object) {
+        let Some(addr) = self.pool.addr_of(&root.host) else {
+            return;
+        };
+        let group = self.pool.group(&self.pool.key(&root.host, addr));
+        let Group::Mux { slots } = &*group else {
             return;
         };
         let mut set = tokio::task::JoinSet::new();
@@ -304,7 +543,7 @@ impl Shared {
             let me = Arc::clone(self);
             let host = root.host.clone();
             set.spawn(async move {
-                let _ = slot.get_or_init(|| me.open(&host, addr)).await;
+                let _ = me.slot_conn(&slot, &host, addr, None).await;
             });
         }
         while set.join_next().await.is_some() {}
@@ -313,26 +552,22 @@ impl Shared {
     /// Chooses `object`'s slot in a multiplexed group and counts its bytes
     /// as outstanding there. Leaves wait while every slot is at
     /// [`super::LoadOptions::pull_budget`].
-    async fn reserve(
-        &self,
-        object: &Object,
-        slots: usize,
-        books: &Dispatcher,
-        tickets: &Tickets,
-    ) -> usize {
-        let assign = &*self.opts.assign;
+    async fn reserve(&self, object: &Object, slots: usize, books: &Books) -> usize {
+        let assign = &*self.pool.opts.assign;
         let held = object.parent.is_some() && !super::WarmFirst::reveals(object);
-        let budget = match self.opts.pull_budget {
+        let budget = match self.pool.opts.pull_budget {
             Some(b) if held && slots > 1 => b,
             _ => {
-                return books.place_now(object.size, |out| {
+                return books.dispatcher.place_now(object.size, |out| {
                     assign.pick(object, out) % out.len().max(1)
                 })
             }
         };
+        let tickets = &books.tickets;
         let ticket = tickets.next.fetch_add(1, Ordering::Relaxed);
-        let follow = self.opts.pull_follow.is_some();
+        let follow = self.pool.opts.pull_follow.is_some();
         books
+            .dispatcher
             .place_when(
                 object.size,
                 |l, now| {
@@ -355,52 +590,50 @@ impl Shared {
 
     /// Fetches one object and returns what happened.
     pub(crate) async fn fetch(self: Arc<Self>, object: Object, discovered_us: u64) -> ObjectTiming {
-        let mut t = unstarted(&object, self.scheme, discovered_us);
-        let Some(addr) = self.addr_of(&object.host) else {
+        let mut t = unstarted(&object, self.pool.scheme, discovered_us);
+        let Some(addr) = self.pool.addr_of(&object.host) else {
             t.error = Some(format!("no address for host `{}`", object.host));
             return t;
         };
-        let group = self.group(&object.host, addr);
+        let key = self.pool.key(&object.host, addr);
+        let group = self.pool.group(&key);
         match &*group {
-            Group::Mux {
-                slots,
-                books,
-                tickets,
-            } => {
-                let i = self.reserve(&object, slots.len(), books, tickets).await;
+            Group::Mux { slots } => {
+                let books = self.books(&key);
+                let i = self.reserve(&object, slots.len(), &books).await;
                 // Counts the bytes off as they arrive, the rest when the
                 // object ends (whole, short or failed).
-                let mut credit = books.credit(i, object.size);
-                let slot = &slots[i];
-                match slot.get_or_init(|| self.open(&object.host, addr)).await {
-                    Err(e) => t.error = Some(e.to_string()),
-                    Ok((sender, id)) => {
-                        t.connection = Some(*id);
-                        match sender {
-                            Sender::H2(s) => {
-                                let mut s = s.clone();
-                                if let Err(e) = s.ready().await {
-                                    t.error = Some(format!("HTTP/2 connection {id} closed: {e}"));
-                                } else {
-                                    t.request_us = self.now_us();
-                                    match s.send_request(self.request(&object, true, *id)).await {
-                                        Ok(resp) => {
-                                            self.read_hyper(resp, &mut t, &mut |b| credit.take(b))
-                                                .await
-                                        }
-                                        Err(e) => t.error = Some(format!("HTTP/2 request: {e}")),
-                                    }
-                                }
-                            }
-                            Sender::H3(s) => {
-                                self.fetch_h3(s.clone(), &object, &mut t, &mut |b| credit.take(b))
-                                    .await
-                            }
-                            Sender::H1(_) => {
-                                t.error = Some("HTTP/1.1 in a multiplexed group".into())
-                            }
+                let mut credit = books.dispatcher.credit(i, object.size);
+                let mut stale = None;
+                loop {
+                    let (sender, conn, id) = match self
+                        .slot_conn(&slots[i], &object.host, addr, stale.as_ref())
+                        .await
+                    {
+                        Ok(c) => c,
+                        Err(e) => {
+                            t.error = Some(e);
+                            break;
                         }
+                    };
+                    t.connection = Some(id);
+                    match sender {
+                        Sender::H2(s) => {
+                            self.fetch_h2(s, &object, &conn, id, &mut t, &mut |b| credit.take(b))
+                                .await
+                        }
+                        Sender::H3(s, _) => {
+                            self.fetch_h3(s, &object, &conn, &mut t, &mut |b| credit.take(b))
+                                .await
+                        }
+                        Sender::H1(_) => t.error = Some("HTTP/1.1 in a multiplexed group".into()),
                     }
+                    if stale.is_none() && self.retry(&conn, &t) {
+                        t.error = None;
+                        stale = Some(conn);
+                        continue;
+                    }
+                    break;
                 }
                 drop(credit);
             }
@@ -409,37 +642,59 @@ impl Shared {
                     t.error = Some("connection pool closed".into());
                     return t;
                 };
-                let reuse = {
-                    let mut idle = lock(idle);
-                    idle.retain(|(s, _)| !s.is_closed());
-                    idle.pop()
-                };
-                let (mut send, id) = match reuse {
-                    Some(c) => c,
-                    None => match self.open(&object.host, addr).await {
-                        Ok((Sender::H1(s), id)) => (s, id),
-                        Ok(_) => {
-                            t.error = Some("expected an HTTP/1.1 connection".into());
-                            return t;
+                let mut retried = false;
+                loop {
+                    // A retry goes on a fresh connection: the other idle
+                    // ones date from the same earlier load and may be as
+                    // dead.
+                    let reuse = if retried {
+                        None
+                    } else {
+                        let mut idle = lock(idle);
+                        idle.retain(|(s, c)| {
+                            let open = !s.is_closed();
+                            if !open {
+                                self.saw_closed(c);
+                            }
+                            open
+                        });
+                        idle.pop()
+                    };
+                    let (mut send, conn) = match reuse {
+                        Some(c) => c,
+                        None => match self.open(&object.host, addr).await {
+                            Ok((Sender::H1(s), c)) => (s, c),
+                            Ok(_) => {
+                                t.error = Some("expected an HTTP/1.1 connection".into());
+                                return t;
+                            }
+                            Err(e) => {
+                                t.error = Some(e.to_string());
+                                return t;
+                            }
+                        },
+                    };
+                    let id = self.register(&conn);
+                    t.connection = Some(id);
+                    if let Err(e) = send.ready().await {
+                        t.error = Some(format!("HTTP/1.1 connection {id} closed: {e}"));
+                    } else {
+                        t.request_us = self.now_us();
+                        match send.send_request(self.request(&object, false, &conn)).await {
+                            Ok(resp) => self.read_hyper(resp, &mut t, &mut |_| {}).await,
+                            Err(e) => t.error = Some(format!("HTTP/1.1 request: {e}")),
                         }
-                        Err(e) => {
-                            t.error = Some(e.to_string());
-                            return t;
-                        }
-                    },
-                };
-                t.connection = Some(id);
-                if let Err(e) = send.ready().await {
-                    t.error = Some(format!("HTTP/1.1 connection {id} closed: {e}"));
-                    return t;
-                }
-                t.request_us = self.now_us();
-                match send.send_request(self.request(&object, false, id)).await {
-                    Ok(resp) => self.read_hyper(resp, &mut t, &mut |_| {}).await,
-                    Err(e) => t.error = Some(format!("HTTP/1.1 request: {e}")),
-                }
-                if t.end_us.is_some() && !send.is_closed() {
-                    lock(idle).push((send, id));
+                    }
+                    if !retried && self.retry(&conn, &t) {
+                        self.saw_closed(&conn);
+                        t.error = None;
+                        retried = true;
+                        continue;
+                    }
+                    if t.end_us.is_some() && !send.is_closed() {
+                        lock(idle).push((send, conn));
+                    }
+                    break;
                 }
             }
         }
@@ -452,14 +707,14 @@ impl Shared {
         t
     }
 
-    /// The initial window connection `id`'s first request asks for, once.
-    fn iw_ask(&self, id: u32) -> Option<u32> {
-        lock(&self.iw_pending).remove(&id)
+    /// The initial window `conn`'s first request asks for, once.
+    fn iw_ask(&self, conn: &Conn) -> Option<u32> {
+        lock(&conn.iw_ask).take()
     }
 
-    fn request(&self, object: &Object, absolute: bool, conn: u32) -> Request<Empty<Bytes>> {
+    fn request(&self, object: &Object, absolute: bool, conn: &Conn) -> Request<Empty<Bytes>> {
         let uri = if absolute {
-            object.url(self.scheme)
+            object.url(self.pool.scheme)
         } else {
             object.path.clone()
         };
@@ -483,7 +738,7 @@ impl Shared {
         t.status = status.as_u16();
         t.header_bytes = head_size(headers);
         if let (Some(g), Some(id)) = (headers.get(mewa_client::iw::GRANTED_HEADER), t.connection) {
-            if let Some(rec) = lock(&self.conns).get_mut(id as usize) {
+            if let Some(rec) = lock(&self.conns).list.get_mut(id as usize) {
                 if let Some(iw) = rec.iw.as_mut() {
                     iw.granted = Some(String::from_utf8_lossy(g.as_bytes()).into_owned());
                 }
@@ -513,6 +768,28 @@ impl Shared {
                 "HTTP status {} (the page expects {})",
                 t.status, t.expected_status
             ));
+        }
+    }
+
+    /// Sends `object`'s request on an HTTP/2 connection and reads the
+    /// response; `credit` hears of every body chunk's size.
+    async fn fetch_h2(
+        &self,
+        mut send: http2::SendRequest<Empty<Bytes>>,
+        object: &Object,
+        conn: &Conn,
+        id: u32,
+        t: &mut ObjectTiming,
+        credit: &mut (dyn FnMut(u64) + Send),
+    ) {
+        if let Err(e) = send.ready().await {
+            t.error = Some(format!("HTTP/2 connection {id} closed: {e}"));
+            return;
+        }
+        t.request_us = self.now_us();
+        match send.send_request(self.request(object, true, conn)).await {
+            Ok(resp) => self.read_hyper(resp, t, credit).await,
+            Err(e) => t.error = Some(format!("HTTP/2 request: {e}")),
         }
     }
 
@@ -546,11 +823,12 @@ impl Shared {
         &self,
         mut send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
         object: &Object,
+        conn: &Conn,
         t: &mut ObjectTiming,
         credit: &mut (dyn FnMut(u64) + Send),
     ) {
-        let mut b = Request::get(object.url(self.scheme)).header("user-agent", "mewa-loader");
-        if let Some(n) = t.connection.and_then(|id| self.iw_ask(id)) {
+        let mut b = Request::get(object.url(self.pool.scheme)).header("user-agent", "mewa-loader");
+        if let Some(n) = self.iw_ask(conn) {
             b = b.header(mewa_client::iw::HEADER, n);
         }
         if let Some(p) = self.priority.get(&object.id) {
@@ -599,20 +877,15 @@ impl Shared {
         self.on_end(t);
     }
 
-    /// Closes every connection (stamping `close_us` on those still open)
-    /// and returns the connection records.
-    pub(crate) fn close_all(&self, end_us: u64) -> Vec<ConnectionTiming> {
-        lock(&self.groups).clear();
-        for d in lock(&self.drivers).drain(..) {
-            d.abort();
-        }
-        if let Some(ep) = &self.quic {
-            ep.close(0u32.into(), b"page loaded");
-        }
-        let mut conns = std::mem::take(&mut *lock(&self.conns));
-        for c in &mut conns {
-            if c.close_us.is_none() {
-                c.close_us = Some(end_us);
+    /// The load's connection records; `closed_at` stamps the close of
+    /// every connection still open (when the pool closes with the load).
+    pub(crate) fn finish(&self, closed_at: Option<u64>) -> Vec<ConnectionTiming> {
+        let mut conns = std::mem::take(&mut lock(&self.conns).list);
+        if let Some(end) = closed_at {
+            for c in &mut conns {
+                if c.close_us.is_none() {
+                    c.close_us = Some(end);
+                }
             }
         }
         conns
