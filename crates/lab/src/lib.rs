@@ -30,6 +30,8 @@
 //!   HTTP/1.1, HTTPS, HTTP/2 per domain and HTTP/2 through `mewa accel`.
 //! - [`meh`]: seed 000's Mobile Edge Hint experiment — client, edge and
 //!   origin in three namespaces, each page with and without the hint.
+//! - [`tcpinfo`]: every TCP socket's `tcp_info` (window, RTT, RTOs) in a
+//!   namespace over time, and the namespace's TCP counters (seed 003).
 
 pub mod accel;
 pub mod baseline;
@@ -49,3 +51,4 @@ pub mod record;
 pub mod replay;
 pub mod report;
 pub mod repro;
+pub mod tcpinfo;
