@@ -82,6 +82,10 @@ const EARLY_WAKE: Duration = Duration::from_micros(300);
 /// readable while the link is idle.
 const FLUSH_IDLE: Duration = Duration::from_millis(20);
 
+/// The longest an idle emulator sleeps before it publishes its counters
+/// again ([`LinkStats::radio`] changes with time alone).
+const PUBLISH_IDLE: Duration = Duration::from_millis(100);
+
 /// Counters of one link, as its emulator thread last published them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LinkStats {
@@ -438,6 +442,10 @@ impl State {
             // Long sleeps overshoot: measured here, a 20 ms ppoll wakes
             // 120 µs late, a 1 ms one 20 µs late. Wake early and sleep the
             // rest in a short second step (measured: 20 ms → 40 µs late).
+            // An idle link still wakes every PUBLISH_IDLE, so the published
+            // counters say where the radio is now (it demotes while nothing
+            // moves), not where it was at the last packet.
+            let timeout = Some(timeout.map_or(PUBLISH_IDLE, |t| t.min(PUBLISH_IDLE)));
             let timeout = timeout.map(|t| {
                 if t > 2 * EARLY_WAKE {
                     t - EARLY_WAKE
