@@ -28,6 +28,8 @@
 //!   and pages under cross traffic with Cubic or FLD_TCP at the server.
 //! - [`accel`]: seed 004's accelerator experiment — the `accel7` page over
 //!   HTTP/1.1, HTTPS, HTTP/2 per domain and HTTP/2 through `mewa accel`.
+//! - [`retrans`]: retransmissions on the wire, spurious or genuine, from
+//!   the link's pcaps (seed 003).
 //! - [`meh`]: seed 000's Mobile Edge Hint experiment — client, edge and
 //!   origin in three namespaces, each page with and without the hint.
 //! - [`tcpinfo`]: every TCP socket's `tcp_info` (window, RTT, RTOs) in a
@@ -51,4 +53,5 @@ pub mod record;
 pub mod replay;
 pub mod report;
 pub mod repro;
+pub mod retrans;
 pub mod tcpinfo;
