@@ -13,7 +13,7 @@ use std::process::Command;
 
 use libbpf_cargo::SkeletonBuilder;
 
-const PROGRAMS: &[&str] = &["mewa"];
+const PROGRAMS: &[&str] = &["mewa", "mewa_rto"];
 const BTF: &str = "/sys/kernel/btf/vmlinux";
 
 fn main() {

@@ -321,6 +321,17 @@ impl Bed {
         &self.ca_cert
     }
 
+    /// Every address the origin serves on: its own and, for recorded
+    /// pages, each connection group's.
+    pub fn server_addrs(&self) -> Vec<IpAddr> {
+        let mut v: Vec<IpAddr> = std::iter::once(self.origin_ip)
+            .chain(self.host_addrs.values().copied())
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
     /// Where the client reaches `host`: its own address for a recorded
     /// page's host, else the origin's address.
     pub fn addr_of(&self, host: &str) -> IpAddr {

@@ -30,6 +30,8 @@
 //!   HTTP/1.1, HTTPS, HTTP/2 per domain and HTTP/2 through `mewa accel`.
 //! - [`retrans`]: retransmissions on the wire, spurious or genuine, from
 //!   the link's pcaps (seed 003).
+//! - [`cellular`]: seed 003's cellular TCP study — pages in sequence over
+//!   the 3G and LTE radio models, the TCP knobs, and the RTO floor.
 //! - [`meh`]: seed 000's Mobile Edge Hint experiment — client, edge and
 //!   origin in three namespaces, each page with and without the hint.
 //! - [`tcpinfo`]: every TCP socket's `tcp_info` (window, RTT, RTOs) in a
@@ -39,6 +41,7 @@ pub mod accel;
 pub mod baseline;
 pub mod bed;
 pub mod bulk;
+pub mod cellular;
 pub mod cross;
 pub mod experiment;
 pub mod fld;

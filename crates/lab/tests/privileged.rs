@@ -289,3 +289,66 @@ fn accel_experiment_runs_in_chromium() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// `mewa lab cellular` end to end on 3G with think time: the second load of
+/// a session reuses the first one's HTTP/2 connection, starts with the
+/// radio in CELL_FACH and pays a promotion; the server's window is sampled;
+/// and with the fix every server RTO sampled after the promotion covers it
+/// (the route's floor reached the kernel), where without it the RTO is
+/// below the promotion delay.
+#[test]
+fn cellular_study_reuses_connections_across_a_promotion() {
+    if skip("cellular_study_reuses_connections_across_a_promotion") {
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("mewa-lab-cell-{}", std::process::id()));
+    let config = mewa_lab::cellular::CellularConfig {
+        corpus: mewa_lab::experiment::CorpusChoice {
+            path: None,
+            pages: vec!["meh15-01".into()],
+        },
+        origin: mewa_lab::experiment::OriginChoice {
+            ca_dir: Some(ca_dir("cellular")),
+            ..Default::default()
+        },
+        radios: vec!["3g".into()],
+        settings: vec!["base".into(), "rto-floor".into()],
+        protocols: vec!["h2".into()],
+        loads: 2,
+        think_s: 7.0,
+        out: out.clone(),
+        ..mewa_lab::cellular::CellularConfig::default()
+    };
+    let report = mewa_lab::cellular::run(&config, &Progress::none()).unwrap();
+    let runs: Vec<mewa_lab::cellular::CellRun> =
+        serde_json::from_value(report.json["runs"].clone()).unwrap();
+    assert_eq!(runs.len(), 4, "{runs:?}");
+    for r in &runs {
+        assert!(r.plt_s.is_some() && r.failed == 0, "{r:?}");
+        assert!(r.cwnd_max.is_some_and(|c| c >= 10), "{r:?}");
+        assert!(r.down_bytes > 300_000, "{r:?}");
+        if r.seq == 0 {
+            assert_eq!((r.new_connections, r.reused_connections), (1, 0), "{r:?}");
+            assert_eq!(r.radio_state, "umts_idle", "{r:?}");
+        } else {
+            assert_eq!((r.new_connections, r.reused_connections), (0, 1), "{r:?}");
+            assert_eq!(r.radio_state, "umts_fach", "{r:?}");
+            assert!(r.promotions >= 1, "{r:?}");
+        }
+    }
+    let traces: Vec<mewa_lab::cellular::LoadTrace> =
+        serde_json::from_value(report.json["traces"].clone()).unwrap();
+    let rtos = |setting: &str| -> Vec<u32> {
+        traces
+            .iter()
+            .filter(|t| t.setting == setting)
+            .flat_map(|t| t.rto.iter().flatten().map(|&(_, ms)| ms))
+            .collect()
+    };
+    let (base, fix) = (rtos("base"), rtos("rto-floor"));
+    assert!(!base.is_empty() && !fix.is_empty(), "{traces:?}");
+    // 3G's promotion is 2 s; the floor is 2.2 s on top of the RTT.
+    assert!(fix.iter().all(|&ms| ms >= 2200), "{fix:?}");
+    assert!(base.iter().any(|&ms| ms < 2000), "{base:?}");
+    let _ = std::fs::remove_dir_all(&out);
+}

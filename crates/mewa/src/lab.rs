@@ -17,7 +17,7 @@ use mewa_lab::load::AssignRule;
 use mewa_lab::meh::{BrowserPages, Dispatch, Policy, Rrc};
 use mewa_lab::record::Protocol;
 use mewa_lab::report::Report;
-use mewa_lab::{accel, baseline, fld, iw, load, meh, parity};
+use mewa_lab::{accel, baseline, cellular, fld, iw, load, meh, parity};
 use mewa_link::core::parse_rate;
 
 /// `mewa lab …`
@@ -75,6 +75,108 @@ enum LabSub {
     /// Needs root. Results: config.json, meta.json, runs.jsonl,
     /// plt_chromium.csv, report.md, plt_chromium.svg (like seed 004 Fig. 6).
     Accel(AccelArgs),
+    /// Seed 003's cellular TCP study: pages loaded one after another with
+    /// think time, on one browsing session per protocol (connections kept
+    /// across loads), through the 3G or LTE radio model over fixed rates or
+    /// a cellular trace, with each TCP knob changed from Linux's defaults
+    /// (slow start after idle, the metrics cache, reno/cubic/bbr) and the
+    /// RTO floor that covers the radio's promotion. Per load: PLT,
+    /// throughput, the server's cwnd (TCP_INFO), timeouts, and spurious
+    /// retransmissions seen on the link. Needs root. Results: config.json,
+    /// meta.json, table2.csv (seed 003 Table 2 beside ours), knobs.csv,
+    /// fix.csv, runs.csv, report.md, cwnd-*.svg.
+    Cellular(CellularArgs),
+}
+
+#[derive(Debug, Args)]
+struct CellularArgs {
+    /// Start from this configuration (a result folder's config.json);
+    /// flags given as well override its values.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Rebuild the report of an earlier run from its result folder (no
+    /// loads).
+    #[arg(long, value_name = "DIR", conflicts_with = "config")]
+    report: Option<PathBuf>,
+    /// Your own pages instead of meh15: a corpus JSON or recordings.
+    #[arg(long)]
+    corpus: Option<PathBuf>,
+    /// Only pages whose name contains this text (repeatable).
+    #[arg(long = "page")]
+    pages: Vec<String>,
+    /// Radios: 3g (2 s promotion, CELL_FACH after 5 s idle), lte (400 ms)
+    /// [default: 3g,lte].
+    #[arg(long, value_delimiter = ',')]
+    radio: Vec<String>,
+    /// Networks: fixed (3g: 2 Mbit/s down, 512 kbit/s up, 150 ms; lte: 10
+    /// and 5 Mbit/s, 60 ms), trace (TMobile-UMTS-driving, TMobile-LTE-short)
+    /// [default: fixed].
+    #[arg(long, value_delimiter = ',')]
+    network: Vec<String>,
+    /// Settings, each one knob changed from Linux's defaults: base,
+    /// ssai-off, no-metrics, reno, bbr, rto-floor [default: all six].
+    #[arg(long, value_delimiter = ',')]
+    setting: Vec<String>,
+    /// Protocols: h1 (HTTP/1.1 over TLS, 6 per host), h2, h3 [default: h1,h2].
+    #[arg(long, value_delimiter = ',')]
+    protocol: Vec<String>,
+    /// Times each page is loaded per session [default: 2].
+    #[arg(long)]
+    loads: Option<usize>,
+    /// Think time before each load, s [default: 8: 3G's radio is in
+    /// CELL_FACH, LTE's in long DRX].
+    #[arg(long)]
+    think: Option<f64>,
+    /// TCP_INFO sampling period, ms [default: 20].
+    #[arg(long)]
+    sample_ms: Option<u64>,
+    /// Keep the link's pcaps in the result folder's pcap/.
+    #[arg(long)]
+    keep_pcaps: bool,
+    /// Directory of the local test CA.
+    #[arg(long)]
+    ca_dir: Option<PathBuf>,
+    /// Parent of the timestamped result folder [default: out/lab].
+    #[arg(long, short)]
+    out: Option<PathBuf>,
+}
+
+impl CellularArgs {
+    fn config(&self) -> anyhow::Result<cellular::CellularConfig> {
+        let mut c: cellular::CellularConfig = match &self.config {
+            Some(p) => read_config(p)?,
+            None => cellular::CellularConfig::default(),
+        };
+        if let Some(p) = &self.corpus {
+            c.corpus = CorpusChoice {
+                path: Some(absolute(p)?),
+                pages: self.pages.clone(),
+            };
+        } else if !self.pages.is_empty() {
+            c.corpus.pages = self.pages.clone();
+        }
+        if !self.radio.is_empty() {
+            c.radios = self.radio.clone();
+        }
+        if !self.network.is_empty() {
+            c.networks = self.network.clone();
+        }
+        if !self.setting.is_empty() {
+            c.settings = self.setting.clone();
+        }
+        if !self.protocol.is_empty() {
+            c.protocols = self.protocol.clone();
+        }
+        c.loads = self.loads.unwrap_or(c.loads);
+        c.think_s = self.think.unwrap_or(c.think_s);
+        c.sample_ms = self.sample_ms.unwrap_or(c.sample_ms);
+        c.keep_pcaps |= self.keep_pcaps;
+        if let Some(d) = &self.ca_dir {
+            c.origin.ca_dir = Some(absolute(d)?);
+        }
+        c.out = self.out.clone().unwrap_or(c.out);
+        Ok(c)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -873,6 +975,17 @@ pub fn run(cmd: LabCmd) -> anyhow::Result<()> {
             let c = a.config()?;
             let total = c.runs * c.down_kbps.len() * c.variants.len() * c.tools.len();
             let report = with_bar(total, |p| accel::run(&c, p)).context("accel experiment")?;
+            finish(&report)
+        }
+        LabSub::Cellular(a) => {
+            if let Some(dir) = &a.report {
+                let report = cellular::report_again(dir).with_context(|| {
+                    format!("{}: not a mewa lab cellular result folder", dir.display())
+                })?;
+                return finish(&report);
+            }
+            let c = a.config()?;
+            let report = with_bar(0, |p| cellular::run(&c, p)).context("cellular experiment")?;
             finish(&report)
         }
         LabSub::Iw(a) => {

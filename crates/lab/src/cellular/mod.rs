@@ -1,0 +1,1091 @@
+//! `mewa lab cellular`: seed 003's study of HTTP/1.1 against HTTP/2 over a
+//! cellular radio, with the TCP knobs it examined and the fix it proposes.
+//!
+//! Seed 003 loaded pages one after another on a phone, and found that the
+//! radio's state machine and TCP interact: "because of the high variability
+//! in latency when a cellular end device goes from idle to active,
+//! retaining TCP's RTT estimate across this transition results in spurious
+//! timeouts and a corresponding burst of retransmissions. This particularly
+//! punishes SPDY which depends on the single TCP connection".
+//!
+//! Here a client loads pages in sequence with think time between them,
+//! through the link with the 3G or LTE radio model
+//! ([`mewa_link::core::radio`]), over fixed rates or a cellular trace, on
+//! one browsing session per protocol: the loader keeps its connections
+//! across loads ([`crate::loader::Session`]) as a browser does, so the
+//! connections go idle with the radio. Each setting changes one knob from
+//! the base (Linux's defaults: Cubic, slow start after idle on, the metrics
+//! cache on):
+//!
+//! - `ssai-off`: `net.ipv4.tcp_slow_start_after_idle = 0` (both ends);
+//! - `no-metrics`: `net.ipv4.tcp_no_metrics_save = 1` (seed 003 §6.2.4);
+//! - `reno`, `bbr`: the server's congestion control (seed 003 §6.2.3);
+//! - `rto-floor`: the fix, a retransmission timeout that covers the radio's
+//!   promotion (see [`rto`] for how and why it is built this way).
+//!
+//! Per load: the page load time, the throughput the link delivered (average
+//! and the best second), the server's congestion window (sampled from
+//! `TCP_INFO` through sock_diag, [`crate::tcpinfo`]), both ends'
+//! retransmissions and timeouts (the namespaces' TCP counters), and the
+//! retransmissions the link saw, spurious or genuine ([`crate::retrans`]),
+//! with the radio's state when the load began.
+
+mod report;
+pub mod rto;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use mewa_corpus::Page;
+use mewa_link::core::radio::RadioConfig;
+use mewa_link::core::{DelaySpec, DirectionConfig, LinkConfig, QueueSpec, RateSpec};
+use mewa_link::runtime::{LinkOptions, Topology};
+use serde::{Deserialize, Serialize};
+
+use crate::bed::{Bed, OriginSettings, CLIENT, SERVER};
+use crate::experiment::{
+    at_least_one, needs_root, read_traces, CorpusChoice, ExperimentError, OriginChoice, Progress,
+    ResultFolder,
+};
+use crate::loader::{LoadOptions, Session};
+use crate::record::{LoadRecord, Protocol};
+use crate::retrans::{self, Counts, Retransmission};
+use crate::tcpinfo::{self, Filter, Sampler, SocketSeries};
+
+pub use report::{report, report_again};
+
+/// One radio access technology as the experiment emulates it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RadioProfile {
+    /// `3g` or `lte`.
+    pub name: String,
+    /// Round trip of the link without queueing, ms.
+    pub rtt_ms: u64,
+    /// Fixed downlink rate, bit/s.
+    pub down_bps: u64,
+    /// Fixed uplink rate, bit/s.
+    pub up_bps: u64,
+    /// The cellular trace of this technology in the shared traces.
+    pub trace: String,
+    /// The longest promotion the radio model makes a packet wait (3G:
+    /// IDLE → CELL_DCH; LTE: RRC_IDLE → RRC_CONNECTED), ms: what the
+    /// retransmission timeout must cover after idle.
+    pub promotion_ms: u64,
+}
+
+impl RadioProfile {
+    /// 3G (UMTS/HSPA): 2 Mbit/s down, 512 kbit/s up, 150 ms round trip,
+    /// the T-Mobile UMTS drive trace; seed 003's "∼2 seconds" promotion.
+    pub fn three_g() -> RadioProfile {
+        RadioProfile {
+            name: "3g".into(),
+            rtt_ms: 150,
+            down_bps: 2_000_000,
+            up_bps: 512_000,
+            trace: "TMobile-UMTS-driving".into(),
+            promotion_ms: 2_000,
+        }
+    }
+
+    /// LTE: 10 Mbit/s down, 5 Mbit/s up, 60 ms round trip, the T-Mobile
+    /// LTE trace; seed 003's "about 400 msec" promotion.
+    pub fn lte() -> RadioProfile {
+        RadioProfile {
+            name: "lte".into(),
+            rtt_ms: 60,
+            down_bps: 10_000_000,
+            up_bps: 5_000_000,
+            trace: "TMobile-LTE-short".into(),
+            promotion_ms: 400,
+        }
+    }
+
+    /// A profile by name.
+    pub fn by_name(name: &str) -> Option<RadioProfile> {
+        match name {
+            "3g" | "umts" => Some(RadioProfile::three_g()),
+            "lte" => Some(RadioProfile::lte()),
+            _ => None,
+        }
+    }
+
+    /// The radio model's parameters.
+    fn radio(&self) -> RadioConfig {
+        RadioConfig::preset(&self.name).unwrap_or_default()
+    }
+}
+
+/// One combination of the TCP knobs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Knobs {
+    /// The setting's name.
+    pub name: String,
+    /// The server's congestion control.
+    pub cc: String,
+    /// `net.ipv4.tcp_slow_start_after_idle` at both ends.
+    pub slow_start_after_idle: bool,
+    /// Linux's TCP metrics cache (`net.ipv4.tcp_no_metrics_save = 0`).
+    pub metrics_save: bool,
+    /// The retransmission-timeout floor over the radio ([`rto`]).
+    pub rto_floor: bool,
+}
+
+impl Knobs {
+    /// Linux's defaults, as on seed 003's phone and server.
+    pub fn base() -> Knobs {
+        Knobs {
+            name: "base".into(),
+            cc: "cubic".into(),
+            slow_start_after_idle: true,
+            metrics_save: true,
+            rto_floor: false,
+        }
+    }
+
+    /// A setting by name: `base`, or the base with one knob changed.
+    pub fn by_name(name: &str) -> Option<Knobs> {
+        let mut k = Knobs::base();
+        match name {
+            "base" => {}
+            "ssai-off" => k.slow_start_after_idle = false,
+            "no-metrics" => k.metrics_save = false,
+            "reno" | "bbr" => k.cc = name.into(),
+            "rto-floor" => k.rto_floor = true,
+            _ => return None,
+        }
+        k.name = name.into();
+        Some(k)
+    }
+
+    /// Every setting's name.
+    pub const NAMES: [&'static str; 6] =
+        ["base", "ssai-off", "no-metrics", "reno", "bbr", "rto-floor"];
+}
+
+/// `mewa lab cellular`'s settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CellularConfig {
+    /// The pages.
+    pub corpus: CorpusChoice,
+    /// The CA.
+    pub origin: OriginChoice,
+    /// Radios: `3g`, `lte`.
+    pub radios: Vec<String>,
+    /// Networks: `fixed` (the profile's rates) and `trace` (its trace).
+    pub networks: Vec<String>,
+    /// Knob settings ([`Knobs::NAMES`]).
+    pub settings: Vec<String>,
+    /// Protocols: `h1` (HTTP/1.1 over TLS, 6 connections per host), `h2`
+    /// (HTTP/2 over TLS, one per origin), `h3`.
+    pub protocols: Vec<String>,
+    /// Times each page is loaded in a session.
+    pub loads: usize,
+    /// Think time before each load, s (3G demotes to CELL_FACH after 5 s
+    /// and to IDLE 12 s later; LTE to RRC_IDLE after 11.5 s).
+    pub think_s: f64,
+    /// `TCP_INFO` sampling period, ms.
+    pub sample_ms: u64,
+    /// Give up on a load after this long, s.
+    pub timeout_s: u64,
+    /// Keep the link's pcaps in the result folder.
+    pub keep_pcaps: bool,
+    /// Parent of the result folder.
+    pub out: PathBuf,
+}
+
+impl Default for CellularConfig {
+    fn default() -> CellularConfig {
+        CellularConfig {
+            corpus: CorpusChoice::default(),
+            origin: OriginChoice::default(),
+            radios: vec!["3g".into(), "lte".into()],
+            networks: vec!["fixed".into()],
+            settings: Knobs::NAMES.iter().map(|s| s.to_string()).collect(),
+            protocols: vec!["h1".into(), "h2".into()],
+            loads: 2,
+            think_s: 8.0,
+            sample_ms: 20,
+            timeout_s: 60,
+            keep_pcaps: false,
+            out: PathBuf::from("out/lab"),
+        }
+    }
+}
+
+/// The loader's protocol for a name.
+fn protocol_of(name: &str) -> Option<Protocol> {
+    match name {
+        "h1" => Some(Protocol::H1),
+        "h2" => Some(Protocol::H2),
+        "h3" => Some(Protocol::H3),
+        _ => None,
+    }
+}
+
+/// Whether `protocol` is loaded under `knobs`: every knob is a Linux TCP
+/// setting, which QUIC (HTTP/3, quinn's own congestion control and timers
+/// in user space) does not read, so HTTP/3 runs under the base only.
+fn runs_with(protocol: &str, knobs: &Knobs) -> bool {
+    protocol != "h3" || knobs.name == "base"
+}
+
+/// One page load of the study.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CellRun {
+    /// Radio (`3g`, `lte`).
+    pub radio: String,
+    /// Network (`fixed`, `trace`).
+    pub network: String,
+    /// Knob setting.
+    pub setting: String,
+    /// Protocol.
+    pub protocol: String,
+    /// The page.
+    pub page: String,
+    /// Position in the session (0: the first load, on new connections).
+    pub seq: usize,
+    /// The radio's state when the load began (`idle`, `fach`, `dch`,
+    /// `continuous`, `short_drx`, `long_drx`).
+    pub radio_state: String,
+    /// Radio promotions during the load.
+    pub promotions: u64,
+    /// Load time (all objects done), s; `None` if it failed.
+    pub plt_s: Option<f64>,
+    /// Objects that failed.
+    pub failed: usize,
+    /// Connections the load opened, and those it reused from earlier loads.
+    pub new_connections: usize,
+    /// See [`CellRun::new_connections`].
+    pub reused_connections: usize,
+    /// Load start, µs since the Unix epoch (to match the pcaps).
+    pub start_unix_us: u64,
+    /// Bytes the link delivered downstream during the load (IP).
+    pub down_bytes: u64,
+    /// Average downlink throughput over the load, KB/s.
+    pub avg_kbps: Option<f64>,
+    /// The best one-second downlink throughput of the load, KB/s.
+    pub max_kbps: Option<f64>,
+    /// The server's congestion window, segments: time-weighted mean over
+    /// the load of each socket that sent, averaged over those sockets.
+    pub cwnd_avg: Option<f64>,
+    /// The largest congestion window of any server socket during the load.
+    pub cwnd_max: Option<u32>,
+    /// The server namespace's TCP counters over the load.
+    pub server: TcpDelta,
+    /// The client namespace's.
+    pub client: TcpDelta,
+    /// The server's retransmissions as the link delivered them.
+    pub wire_down: Counts,
+    /// The client's.
+    pub wire_up: Counts,
+}
+
+/// The TCP counters of one namespace over one load (differences of
+/// `/proc/net/snmp` and `/proc/net/netstat`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpDelta {
+    /// `Tcp: RetransSegs`.
+    pub retrans_segs: u64,
+    /// `TcpExt: TCPTimeouts`: retransmission timeouts.
+    pub timeouts: u64,
+    /// `TcpExt: TCPSpuriousRTOs`: timeouts F-RTO found spurious.
+    pub spurious_rtos: u64,
+    /// `TcpExt: TCPLossProbes`: tail loss probes.
+    pub loss_probes: u64,
+    /// `TcpExt: TCPDSACKRecv`: duplicate data the peer reported.
+    pub dsack_recv: u64,
+    /// Reductions undone (`TCPFullUndo + TCPDSACKUndo + TCPLossUndo`).
+    pub undos: u64,
+}
+
+impl TcpDelta {
+    /// `after − before`.
+    fn between(before: &tcpinfo::Counters, after: &tcpinfo::Counters) -> TcpDelta {
+        let d = after.since(before);
+        let g = |k: &str| {
+            d.tcp_ext
+                .get(k)
+                .or_else(|| d.tcp.get(k))
+                .copied()
+                .unwrap_or(0)
+        };
+        TcpDelta {
+            retrans_segs: g("RetransSegs"),
+            timeouts: g("TCPTimeouts"),
+            spurious_rtos: g("TCPSpuriousRTOs"),
+            loss_probes: g("TCPLossProbes"),
+            dsack_recv: g("TCPDSACKRecv"),
+            undos: g("TCPFullUndo") + g("TCPDSACKUndo") + g("TCPLossUndo"),
+        }
+    }
+}
+
+/// A few seconds of one load around its start, for the figure of the
+/// congestion window and retransmissions around a promotion.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoadTrace {
+    /// Which load ([`CellRun`] fields).
+    pub radio: String,
+    /// Network.
+    pub network: String,
+    /// Setting.
+    pub setting: String,
+    /// Protocol.
+    pub protocol: String,
+    /// Position in its session.
+    pub seq: usize,
+    /// The radio's state at the start.
+    pub radio_state: String,
+    /// Each server socket's congestion window: (s since the load's start,
+    /// segments).
+    pub cwnd: Vec<Vec<(f64, u32)>>,
+    /// Each server socket's retransmission timeout: (s, ms).
+    #[serde(default)]
+    pub rto: Vec<Vec<(f64, u32)>>,
+    /// The server's retransmissions on the wire: (s, spurious).
+    pub retransmissions: Vec<(f64, bool)>,
+}
+
+/// What one session measured before the pcaps are read.
+struct Pending {
+    run: CellRun,
+    end_unix_us: u64,
+}
+
+/// Now, µs since the Unix epoch.
+fn unix_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// The link of `profile` over `network`.
+fn link_for(profile: &RadioProfile, network: &str) -> Result<LinkConfig, ExperimentError> {
+    let delay = DelaySpec::Fixed(Duration::from_micros(profile.rtt_ms.saturating_mul(500)));
+    let (down, up) = match network {
+        "fixed" => (
+            RateSpec::Constant {
+                bps: profile.down_bps,
+            },
+            RateSpec::Constant {
+                bps: profile.up_bps,
+            },
+        ),
+        "trace" => {
+            let (_, d, u) = read_traces(Path::new(&profile.trace), None)?;
+            (RateSpec::Trace(d), RateSpec::Trace(u))
+        }
+        other => {
+            return Err(ExperimentError::Config {
+                field: "--network",
+                message: format!("{other}: give fixed or trace"),
+            })
+        }
+    };
+    let dir = |rate| DirectionConfig {
+        delay: delay.clone(),
+        rate,
+        queue: QueueSpec::default(),
+        loss: 0.0,
+    };
+    Ok(LinkConfig {
+        up: dir(up),
+        down: dir(down),
+        radio: profile.radio(),
+        ..LinkConfig::default()
+    })
+}
+
+/// Writes a sysctl in `host`'s namespace.
+fn sysctl(topo: &Topology, host: &str, key: &str, value: &str) -> Result<(), ExperimentError> {
+    let path = format!("/proc/sys/{}", key.replace('.', "/"));
+    topo.in_namespace(host, || std::fs::write(&path, value))
+        .map_err(|e| ExperimentError::Bed(e.into()))?
+        .map_err(|e| ExperimentError::Input {
+            path: PathBuf::from(&path),
+            message: format!("setting {key} = {value} in {host}: {e}"),
+        })
+}
+
+/// Applies `knobs` to both ends of a running bed.
+fn apply_knobs(
+    bed: &Bed,
+    topo: &Topology,
+    knobs: &Knobs,
+    profile: &RadioProfile,
+) -> Result<(), ExperimentError> {
+    for host in [CLIENT, SERVER] {
+        sysctl(
+            topo,
+            host,
+            "net.ipv4.tcp_slow_start_after_idle",
+            if knobs.slow_start_after_idle {
+                "1"
+            } else {
+                "0"
+            },
+        )?;
+        sysctl(
+            topo,
+            host,
+            "net.ipv4.tcp_no_metrics_save",
+            if knobs.metrics_save { "0" } else { "1" },
+        )?;
+    }
+    if knobs.rto_floor {
+        let floor = rto::floor_for(Duration::from_millis(profile.promotion_ms));
+        let client = topo
+            .addr(CLIENT)
+            .map_err(|e| ExperimentError::Bed(e.into()))?;
+        rto::apply_floor(topo, SERVER, &[std::net::IpAddr::V4(client)], floor)?;
+        rto::apply_floor(topo, CLIENT, &bed.server_addrs(), floor)?;
+    }
+    Ok(())
+}
+
+/// Empties both ends' TCP metrics caches, so a session does not start from
+/// what the previous one left (the knob under study is whether a session
+/// *within* itself reuses them).
+fn flush_metrics(topo: &Topology) {
+    for host in [CLIENT, SERVER] {
+        if let Ok(Some(ns)) = topo.netns_name(host) {
+            let _ = std::process::Command::new("ip")
+                .args(["-n", ns, "tcp_metrics", "flush", "all"])
+                .output();
+        }
+    }
+}
+
+/// Runs the study.
+pub fn run(
+    config: &CellularConfig,
+    progress: &Progress,
+) -> Result<crate::fld::LabReport, ExperimentError> {
+    at_least_one("--loads", config.loads)?;
+    at_least_one("--radio", config.radios.len())?;
+    at_least_one("--network", config.networks.len())?;
+    at_least_one("--setting", config.settings.len())?;
+    at_least_one("--protocol", config.protocols.len())?;
+    if !(0.0..=600.0).contains(&config.think_s) {
+        return Err(ExperimentError::Config {
+            field: "--think",
+            message: format!("{} s: give 0 to 600 seconds", config.think_s),
+        });
+    }
+    let profiles = config
+        .radios
+        .iter()
+        .map(|r| {
+            RadioProfile::by_name(r).ok_or_else(|| ExperimentError::Config {
+                field: "--radio",
+                message: format!("{r}: give 3g or lte"),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let knobs = config
+        .settings
+        .iter()
+        .map(|s| {
+            Knobs::by_name(s).ok_or_else(|| ExperimentError::Config {
+                field: "--setting",
+                message: format!("{s}: give one of {}", Knobs::NAMES.join(", ")),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    for p in &config.protocols {
+        if protocol_of(p).is_none() {
+            return Err(ExperimentError::Config {
+                field: "--protocol",
+                message: format!("{p}: give h1, h2 or h3"),
+            });
+        }
+    }
+    for n in &config.networks {
+        for p in &profiles {
+            link_for(p, n)?;
+        }
+    }
+    let corpus = config.corpus.load()?;
+    let origin = config.origin.settings()?;
+    needs_root()?;
+    // The handshake half of the fix is a sock_ops program on a cgroup of
+    // the lab's own; the process moves there before any bed makes a socket.
+    let cgroup = if knobs.iter().any(|k| k.rto_floor) {
+        Some(rto::LabCgroup::enter()?)
+    } else {
+        None
+    };
+    let folder = ResultFolder::create(&config.out, "cellular", config)?;
+    let pcaps = folder.path().join("pcap");
+    let sessions: usize = knobs
+        .iter()
+        .map(|k| config.protocols.iter().filter(|p| runs_with(p, k)).count())
+        .sum();
+    let total =
+        profiles.len() * config.networks.len() * sessions * config.loads * corpus.pages.len();
+    let mut runs: Vec<CellRun> = Vec::new();
+    let mut traces: Vec<LoadTrace> = Vec::new();
+    for profile in &profiles {
+        for network in &config.networks {
+            for k in &knobs {
+                let tag = format!("{}-{network}-{}", profile.name, k.name);
+                let dir = pcaps.join(&tag);
+                std::fs::create_dir_all(&dir).map_err(|e| ExperimentError::Input {
+                    path: dir.clone(),
+                    message: e.to_string(),
+                })?;
+                let settings = OriginSettings {
+                    congestion: k.cc.clone(),
+                    ..origin.clone()
+                };
+                let bed = Bed::start(
+                    &corpus,
+                    link_for(profile, network)?,
+                    LinkOptions {
+                        pcap_dir: Some(dir.clone()),
+                        file_prefix: Some(String::new()),
+                        ..LinkOptions::default()
+                    },
+                    &settings,
+                )?;
+                let topo = bed.running()?;
+                apply_knobs(&bed, topo, k, profile)?;
+                let syn_rto = match (&cgroup, k.rto_floor) {
+                    (Some(cg), true) => {
+                        let client = topo
+                            .addr(CLIENT)
+                            .map_err(|e| ExperimentError::Bed(e.into()))?;
+                        let mut peers = bed.server_addrs();
+                        peers.push(std::net::IpAddr::V4(client));
+                        Some(rto::attach_syn_rto(
+                            cg.path(),
+                            &peers,
+                            rto::syn_rto_for(Duration::from_millis(profile.promotion_ms)),
+                        )?)
+                    }
+                    _ => None,
+                };
+                let mut pending: Vec<Pending> = Vec::new();
+                let mut series: Vec<(String, Vec<SocketSeries>, u64)> = Vec::new();
+                for proto in config.protocols.iter().filter(|p| runs_with(p, k)) {
+                    let protocol = protocol_of(proto).unwrap_or(Protocol::H2);
+                    flush_metrics(topo);
+                    let _ = topo.radio_idle(CLIENT, SERVER);
+                    let sampler_start = unix_us();
+                    let sampler = Sampler::start(
+                        topo,
+                        SERVER,
+                        Duration::from_millis(config.sample_ms.max(1)),
+                        Filter::All,
+                    )
+                    .map_err(|e| ExperimentError::Input {
+                        path: PathBuf::from("sock_diag"),
+                        message: format!("sampling TCP_INFO in {SERVER}: {e}"),
+                    })?;
+                    let mut opts = bed.options(LoadOptions::browser(protocol, true));
+                    opts.timeout = Duration::from_secs(config.timeout_s.max(1));
+                    let label =
+                        |seq: usize, page: &Page| format!("{tag} {proto} {} #{seq}", page.name);
+                    let done_before = runs.len() + pending.len();
+                    let session = session(&bed, topo, opts, &corpus.pages, config, |seq, page| {
+                        progress.step(done_before + seq, total, &label(seq, page))
+                    })?;
+                    // A sampler that failed leaves the cwnd columns empty;
+                    // the loads still count.
+                    let samples = match sampler.stop() {
+                        Ok(s) => s.sockets,
+                        Err(e) => {
+                            tracing::warn!("TCP_INFO sampling in {SERVER} failed: {e}");
+                            Vec::new()
+                        }
+                    };
+                    for (seq, s) in session.into_iter().enumerate() {
+                        let (page, record, at_start) = s;
+                        pending.push(Pending {
+                            end_unix_us: at_start.start_unix_us
+                                + record.done_us.unwrap_or(config.timeout_s * 1_000_000),
+                            run: CellRun {
+                                radio: profile.name.clone(),
+                                network: network.clone(),
+                                setting: k.name.clone(),
+                                protocol: proto.clone(),
+                                page: page.clone(),
+                                seq,
+                                radio_state: at_start.radio_state.clone(),
+                                promotions: at_start.promotions,
+                                plt_s: record.done_us.map(|us| us as f64 / 1e6),
+                                failed: record.objects.iter().filter(|o| !o.ok()).count(),
+                                new_connections: record
+                                    .connections
+                                    .iter()
+                                    .filter(|c| !c.reused)
+                                    .count(),
+                                reused_connections: record
+                                    .connections
+                                    .iter()
+                                    .filter(|c| c.reused)
+                                    .count(),
+                                start_unix_us: at_start.start_unix_us,
+                                down_bytes: 0,
+                                avg_kbps: None,
+                                max_kbps: None,
+                                cwnd_avg: None,
+                                cwnd_max: None,
+                                server: at_start.server,
+                                client: at_start.client,
+                                wire_down: Counts::default(),
+                                wire_up: Counts::default(),
+                            },
+                        });
+                    }
+                    series.push((proto.clone(), samples, sampler_start));
+                }
+                if let Some(s) = syn_rto {
+                    tracing::info!(
+                        "{tag}: mewa_rto lengthened {} handshake timeouts",
+                        s.applied()
+                    );
+                }
+                bed.shutdown()?;
+                let wire = read_wire(&dir)?;
+                finish_runs(&mut pending, &wire, &series, &mut traces);
+                // Each testbed's loads go to runs.jsonl as soon as they are
+                // complete: a run stopped half-way keeps them.
+                append_runs(
+                    &folder.path().join("runs.jsonl"),
+                    pending.iter().map(|p| &p.run),
+                )?;
+                runs.extend(pending.into_iter().map(|p| p.run));
+                if !config.keep_pcaps {
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+            }
+        }
+    }
+    if !config.keep_pcaps {
+        let _ = std::fs::remove_dir(&pcaps);
+    }
+    drop(cgroup);
+    progress.step(total, total, "done");
+    Ok(report(config, runs, traces, Some(folder)))
+}
+
+/// Appends `runs` to `path`, one JSON object per line.
+fn append_runs<'a>(
+    path: &Path,
+    runs: impl Iterator<Item = &'a CellRun>,
+) -> Result<(), ExperimentError> {
+    use std::io::Write;
+    let err = |e: std::io::Error| ExperimentError::Input {
+        path: path.to_path_buf(),
+        message: format!("appending the loads: {e}"),
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(err)?;
+    for r in runs {
+        let line = serde_json::to_string(r).map_err(|e| ExperimentError::Input {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        writeln!(f, "{line}").map_err(err)?;
+    }
+    Ok(())
+}
+
+/// The radio and counters when a load began, and the counters' change
+/// over it.
+struct AtStart {
+    start_unix_us: u64,
+    radio_state: String,
+    promotions: u64,
+    server: TcpDelta,
+    client: TcpDelta,
+}
+
+/// Reads `host`'s TCP counters (empty if unreadable: the load still
+/// counts, its counter columns read zero).
+fn counters(topo: &Topology, host: &str) -> tcpinfo::Counters {
+    topo.in_namespace(host, tcpinfo::counters)
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default()
+}
+
+/// One browsing session: every page `config.loads` times, in order, with
+/// the think time before each load, on one [`Session`] in the client's
+/// namespace.
+fn session(
+    bed: &Bed,
+    topo: &Topology,
+    opts: LoadOptions,
+    pages: &[Page],
+    config: &CellularConfig,
+    step: impl Fn(usize, &Page) + Sync,
+) -> Result<Vec<(String, LoadRecord, AtStart)>, ExperimentError> {
+    let think = Duration::from_secs_f64(config.think_s);
+    let out = bed.in_client(|| async {
+        let session = Session::new(opts)?;
+        let mut out = Vec::new();
+        let mut seq = 0;
+        for _ in 0..config.loads {
+            for page in pages {
+                step(seq, page);
+                if seq > 0 {
+                    tokio::time::sleep(think).await;
+                }
+                let stats = topo.link_stats(CLIENT, SERVER).ok();
+                let before = (counters(topo, SERVER), counters(topo, CLIENT));
+                let start_unix_us = unix_us();
+                let record = session.load(page).await?;
+                let after_stats = topo.link_stats(CLIENT, SERVER).ok();
+                let after = (counters(topo, SERVER), counters(topo, CLIENT));
+                out.push((
+                    page.name.clone(),
+                    record,
+                    AtStart {
+                        start_unix_us,
+                        radio_state: stats
+                            .as_ref()
+                            .map(|s| radio_name(&s.radio))
+                            .unwrap_or_default(),
+                        promotions: match (&stats, &after_stats) {
+                            (Some(a), Some(b)) => {
+                                b.radio_promotions.saturating_sub(a.radio_promotions)
+                            }
+                            _ => 0,
+                        },
+                        server: TcpDelta::between(&before.0, &after.0),
+                        client: TcpDelta::between(&before.1, &after.1),
+                    },
+                ));
+                seq += 1;
+            }
+        }
+        session.close();
+        Ok::<_, crate::loader::LoadError>(out)
+    })?;
+    out.map_err(|e| ExperimentError::Bed(e.into()))
+}
+
+/// The radio state's name as the report prints it.
+fn radio_name(s: &mewa_link::core::radio::RadioState) -> String {
+    serde_json::to_value(s)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| format!("{s:?}").to_lowercase())
+}
+
+/// What the link delivered, both directions: the downlink's packets
+/// (time, IP bytes) and each direction's retransmissions.
+struct Wire {
+    down_packets: Vec<(u64, u32)>,
+    down: Vec<Retransmission>,
+    up: Vec<Retransmission>,
+}
+
+/// One direction's delivered packets (time, IP bytes) and retransmissions.
+type OneWay = (Vec<(u64, u32)>, Vec<Retransmission>);
+
+/// Reads `down.pcap` and `up.pcap` in `dir`.
+fn read_wire(dir: &Path) -> Result<Wire, ExperimentError> {
+    let read = |name: &str| -> Result<OneWay, ExperimentError> {
+        let path = dir.join(name);
+        let bytes = std::fs::read(&path).map_err(|e| ExperimentError::Input {
+            path: path.clone(),
+            message: format!("reading the link's capture: {e}"),
+        })?;
+        let (records, _cut) =
+            mewa_link::pcap::read_pcap_lossy(&bytes).map_err(|e| ExperimentError::Input {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        let packets = records.iter().map(|r| (r.at_us, r.orig_len)).collect();
+        let segments = records
+            .iter()
+            .filter_map(|r| retrans::segment(r.at_us, r.data).ok().flatten());
+        Ok((packets, retrans::retransmissions(segments)))
+    };
+    let (down_packets, down) = read("down.pcap")?;
+    let (_, up) = read("up.pcap")?;
+    Ok(Wire {
+        down_packets,
+        down,
+        up,
+    })
+}
+
+/// Fills in what the pcaps and the `TCP_INFO` samples say about each load:
+/// throughput, congestion window, retransmissions on the wire. A load's
+/// window runs from its start to the next load's start (a late duplicate
+/// still belongs to the load that caused it).
+fn finish_runs(
+    pending: &mut [Pending],
+    wire: &Wire,
+    series: &[(String, Vec<SocketSeries>, u64)],
+    traces: &mut Vec<LoadTrace>,
+) {
+    let n = pending.len();
+    for i in 0..n {
+        let start = pending[i].run.start_unix_us;
+        let next = if i + 1 < n && pending[i + 1].run.protocol == pending[i].run.protocol {
+            pending[i + 1].run.start_unix_us
+        } else {
+            pending[i].end_unix_us + 2_000_000
+        };
+        let end = pending[i].end_unix_us.max(start + 1);
+        let run = &mut pending[i].run;
+        let in_load = |t: u64| t >= start && t < end;
+        let bytes: u64 = wire
+            .down_packets
+            .iter()
+            .filter(|(t, _)| in_load(*t))
+            .map(|&(_, b)| u64::from(b))
+            .sum();
+        run.down_bytes = bytes;
+        if let Some(plt) = run.plt_s.filter(|&p| p > 0.0) {
+            run.avg_kbps = Some(bytes as f64 / 1000.0 / plt);
+            let mut bins: BTreeMap<u64, u64> = BTreeMap::new();
+            for &(t, b) in wire.down_packets.iter().filter(|(t, _)| in_load(*t)) {
+                *bins.entry((t - start) / 1_000_000).or_default() += u64::from(b);
+            }
+            // A last partial second is scaled to a full one only if it
+            // lasted at least half a second.
+            let whole = ((end - start) / 1_000_000).max(1);
+            run.max_kbps = bins
+                .iter()
+                .filter(|(k, _)| **k < whole)
+                .map(|(_, b)| *b as f64 / 1000.0)
+                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+        }
+        let in_window = |r: &&Retransmission| r.at_us >= start && r.at_us < next;
+        run.wire_down = Counts::of(wire.down.iter().filter(in_window));
+        run.wire_up = Counts::of(wire.up.iter().filter(in_window));
+        let Some((_, sockets, t0)) = series.iter().find(|(p, _, _)| *p == run.protocol) else {
+            continue;
+        };
+        let (avg, max) = cwnd_over(sockets, *t0, start, end);
+        run.cwnd_avg = avg;
+        run.cwnd_max = max;
+        // The figure: loads that began with the radio asleep, after the
+        // session's first, and a few seconds of them.
+        if run.seq > 0 && run.promotions > 0 {
+            let until = start + 8_000_000;
+            traces.push(LoadTrace {
+                radio: run.radio.clone(),
+                network: run.network.clone(),
+                setting: run.setting.clone(),
+                protocol: run.protocol.clone(),
+                seq: run.seq,
+                radio_state: run.radio_state.clone(),
+                cwnd: window_series(sockets, *t0, start, until, |x| x.cwnd),
+                rto: window_series(sockets, *t0, start, until, |x| x.rto_us / 1000),
+                retransmissions: wire
+                    .down
+                    .iter()
+                    .filter(|r| r.at_us >= start && r.at_us < until && !r.syn)
+                    .map(|r| {
+                        (
+                            (r.at_us - start) as f64 / 1e6,
+                            r.verdict == retrans::Verdict::Spurious,
+                        )
+                    })
+                    .collect(),
+            });
+        }
+    }
+}
+
+/// One field of each socket's samples within `[start, until)`, as (s since
+/// `start`, value); sockets without a sample there are left out.
+fn window_series(
+    sockets: &[SocketSeries],
+    t0: u64,
+    start: u64,
+    until: u64,
+    f: impl Fn(&tcpinfo::Sample) -> u32,
+) -> Vec<Vec<(f64, u32)>> {
+    sockets
+        .iter()
+        .map(|s| {
+            s.samples
+                .iter()
+                .filter_map(|x| {
+                    let t = t0 + x.t_us;
+                    (t >= start && t < until).then(|| ((t - start) as f64 / 1e6, f(x)))
+                })
+                .collect::<Vec<_>>()
+        })
+        .filter(|v| !v.is_empty())
+        .collect()
+}
+
+/// The server's congestion window over `[start, end)` (µs since the
+/// epoch; the samples count from `t0`): the time-weighted mean of each
+/// socket that sent data in the window, averaged over those sockets, and
+/// the largest value any of them had (a socket that sent nothing keeps a
+/// window it is not using).
+fn cwnd_over(
+    sockets: &[SocketSeries],
+    t0: u64,
+    start: u64,
+    end: u64,
+) -> (Option<f64>, Option<u32>) {
+    let mut means = Vec::new();
+    let mut max: Option<u32> = None;
+    for s in sockets {
+        // The value in force at each instant: the last sample at or before
+        // it (samples are kept when something changed).
+        let mut prev: Option<(u64, u32, u64)> = None;
+        let mut weighted = 0f64;
+        let mut span = 0u64;
+        let mut sent_from: Option<u64> = None;
+        let mut sent_to = 0u64;
+        let mut most: Option<u32> = None;
+        for x in &s.samples {
+            let t = t0 + x.t_us;
+            if t >= end {
+                break;
+            }
+            let sent_now = x.bytes_sent.or(x.bytes_acked).unwrap_or(0);
+            if t >= start {
+                sent_from.get_or_insert(sent_now);
+                sent_to = sent_now;
+                most = Some(most.map_or(x.cwnd, |m| m.max(x.cwnd)));
+                if let Some((pt, pc, _)) = prev {
+                    let from = pt.max(start);
+                    weighted += f64::from(pc) * (t - from) as f64;
+                    span += t - from;
+                }
+            } else {
+                sent_from = Some(sent_now);
+            }
+            prev = Some((t, x.cwnd, sent_now));
+        }
+        if let Some((pt, pc, _)) = prev {
+            let from = pt.max(start);
+            if end > from {
+                weighted += f64::from(pc) * (end - from) as f64;
+                span += end - from;
+            }
+        }
+        let sent = sent_from.is_some_and(|f| sent_to > f);
+        if sent && span > 0 {
+            means.push(weighted / span as f64);
+            // The value in force when the window opened counts too.
+            let carried = s
+                .samples
+                .iter()
+                .take_while(|x| t0 + x.t_us < start)
+                .last()
+                .map(|x| x.cwnd);
+            for c in most.into_iter().chain(carried) {
+                max = Some(max.map_or(c, |m| m.max(c)));
+            }
+        }
+    }
+    let avg = (!means.is_empty()).then(|| means.iter().sum::<f64>() / means.len() as f64);
+    (avg, max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tcpinfo::{Sample, SocketKey};
+
+    fn sample(t_us: u64, cwnd: u32, sent: u64) -> Sample {
+        Sample {
+            t_us,
+            state: 1,
+            ca_state: 0,
+            cwnd,
+            ssthresh: u32::MAX,
+            rtt_us: 150_000,
+            rttvar_us: 50_000,
+            rto_us: 400_000,
+            total_retrans: 0,
+            total_rto: None,
+            bytes_acked: Some(sent),
+            bytes_sent: Some(sent),
+            bytes_retrans: None,
+            delivery_rate: None,
+        }
+    }
+
+    fn socket(port: u16, samples: Vec<Sample>) -> SocketSeries {
+        let last = *samples.last().unwrap();
+        SocketSeries {
+            key: SocketKey {
+                src: "10.0.0.2:443".parse().unwrap(),
+                dst: format!("10.0.0.1:{port}").parse().unwrap(),
+                cookie: u64::from(port),
+            },
+            inode: 1,
+            cong: Some("cubic".into()),
+            first_us: samples[0].t_us,
+            last_us: last.t_us,
+            samples,
+            dropped: 0,
+            last,
+        }
+    }
+
+    #[test]
+    fn the_window_is_time_weighted_over_the_load_and_idle_sockets_do_not_count() {
+        // t0 = 1_000: a socket at 10 segments until 1 s into the window,
+        // then 30 for the remaining 3 s (mean 25); it sent during the load.
+        let busy = socket(
+            40000,
+            vec![
+                sample(0, 10, 0),
+                sample(1_000_000, 30, 50_000),
+                sample(2_000_000, 30, 90_000),
+            ],
+        );
+        // Another that sent nothing in the window: its large window is not
+        // in use.
+        let idle = socket(40001, vec![sample(0, 99, 7)]);
+        let (avg, max) = cwnd_over(&[busy.clone(), idle], 1_000, 1_000, 4_001_000);
+        assert!((avg.unwrap() - 25.0).abs() < 1e-9, "{avg:?}");
+        assert_eq!(max, Some(30));
+        // A window before any sample: nothing sent, no mean.
+        let (avg, _) = cwnd_over(&[busy], 1_000, 5_000_000, 6_000_000);
+        assert_eq!(avg, None);
+    }
+
+    #[test]
+    fn every_setting_changes_one_knob_from_the_base() {
+        let base = Knobs::base();
+        for name in Knobs::NAMES {
+            let k = Knobs::by_name(name).unwrap();
+            let changed = [
+                k.cc != base.cc,
+                k.slow_start_after_idle != base.slow_start_after_idle,
+                k.metrics_save != base.metrics_save,
+                k.rto_floor != base.rto_floor,
+            ]
+            .iter()
+            .filter(|c| **c)
+            .count();
+            assert_eq!(changed, usize::from(name != "base"), "{name}");
+        }
+        assert!(Knobs::by_name("cubic-fast").is_none());
+    }
+
+    #[test]
+    fn both_radios_have_links_over_fixed_rates_and_their_trace() {
+        for r in ["3g", "lte"] {
+            let p = RadioProfile::by_name(r).unwrap();
+            let l = link_for(&p, "fixed").unwrap();
+            assert_ne!(l.radio, RadioConfig::Off);
+            assert!(link_for(&p, "wired").is_err());
+            if std::path::Path::new(crate::experiment::SHARED_TRACES).exists() {
+                assert!(link_for(&p, "trace").is_ok(), "{r}");
+            }
+        }
+    }
+}
