@@ -130,6 +130,11 @@ struct CellularArgs {
     /// TCP_INFO sampling period, ms [default: 20].
     #[arg(long)]
     sample_ms: Option<u64>,
+    /// A drop-tail queue of this many ms at the radio's fixed rate, each
+    /// way, so a full queue drops (and ssthresh, which the metrics cache
+    /// hands on, is set) [default: unbounded].
+    #[arg(long)]
+    queue_ms: Option<u64>,
     /// Keep the link's pcaps in the result folder's pcap/.
     #[arg(long)]
     keep_pcaps: bool,
@@ -170,6 +175,9 @@ impl CellularArgs {
         c.loads = self.loads.unwrap_or(c.loads);
         c.think_s = self.think.unwrap_or(c.think_s);
         c.sample_ms = self.sample_ms.unwrap_or(c.sample_ms);
+        if self.queue_ms.is_some() {
+            c.queue_ms = self.queue_ms;
+        }
         c.keep_pcaps |= self.keep_pcaps;
         if let Some(d) = &self.ca_dir {
             c.origin.ca_dir = Some(absolute(d)?);

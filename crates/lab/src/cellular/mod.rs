@@ -187,6 +187,10 @@ pub struct CellularConfig {
     pub think_s: f64,
     /// `TCP_INFO` sampling period, ms.
     pub sample_ms: u64,
+    /// A drop-tail queue of this many ms at the profile's fixed rate in
+    /// each direction (so a full queue drops and losses set `ssthresh`,
+    /// which the metrics cache then hands on); `None`: unbounded.
+    pub queue_ms: Option<u64>,
     /// Give up on a load after this long, s.
     pub timeout_s: u64,
     /// Keep the link's pcaps in the result folder.
@@ -207,6 +211,7 @@ impl Default for CellularConfig {
             loads: 2,
             think_s: 8.0,
             sample_ms: 20,
+            queue_ms: None,
             timeout_s: 60,
             keep_pcaps: false,
             out: PathBuf::from("out/lab"),
@@ -362,7 +367,11 @@ fn unix_us() -> u64 {
 }
 
 /// The link of `profile` over `network`.
-fn link_for(profile: &RadioProfile, network: &str) -> Result<LinkConfig, ExperimentError> {
+fn link_for(
+    profile: &RadioProfile,
+    network: &str,
+    queue_ms: Option<u64>,
+) -> Result<LinkConfig, ExperimentError> {
     let delay = DelaySpec::Fixed(Duration::from_micros(profile.rtt_ms.saturating_mul(500)));
     let (down, up) = match network {
         "fixed" => (
@@ -384,15 +393,17 @@ fn link_for(profile: &RadioProfile, network: &str) -> Result<LinkConfig, Experim
             })
         }
     };
-    let dir = |rate| DirectionConfig {
+    let dir = |rate, bps: u64| DirectionConfig {
         delay: delay.clone(),
         rate,
-        queue: QueueSpec::default(),
+        queue: queue_ms.map_or_else(QueueSpec::default, |ms| {
+            crate::bulk::drop_tail(Some(crate::fld::queue_bytes(bps, ms)))
+        }),
         loss: 0.0,
     };
     Ok(LinkConfig {
-        up: dir(up),
-        down: dir(down),
+        up: dir(up, profile.up_bps),
+        down: dir(down, profile.down_bps),
         radio: profile.radio(),
         ..LinkConfig::default()
     })
@@ -504,7 +515,7 @@ pub fn run(
     }
     for n in &config.networks {
         for p in &profiles {
-            link_for(p, n)?;
+            link_for(p, n, config.queue_ms)?;
         }
     }
     let corpus = config.corpus.load()?;
@@ -542,7 +553,7 @@ pub fn run(
                 };
                 let bed = Bed::start(
                     &corpus,
-                    link_for(profile, network)?,
+                    link_for(profile, network, config.queue_ms)?,
                     LinkOptions {
                         pcap_dir: Some(dir.clone()),
                         file_prefix: Some(String::new()),
@@ -1080,11 +1091,16 @@ mod tests {
     fn both_radios_have_links_over_fixed_rates_and_their_trace() {
         for r in ["3g", "lte"] {
             let p = RadioProfile::by_name(r).unwrap();
-            let l = link_for(&p, "fixed").unwrap();
+            let l = link_for(&p, "fixed", None).unwrap();
             assert_ne!(l.radio, RadioConfig::Off);
-            assert!(link_for(&p, "wired").is_err());
+            assert_eq!(l.down.queue, QueueSpec::default());
+            // 300 ms at 2 Mbit/s is 75 kB.
+            let q = link_for(&p, "fixed", Some(300)).unwrap();
+            let want = crate::fld::queue_bytes(p.down_bps, 300);
+            assert_eq!(q.down.queue, crate::bulk::drop_tail(Some(want)));
+            assert!(link_for(&p, "wired", None).is_err());
             if std::path::Path::new(crate::experiment::SHARED_TRACES).exists() {
-                assert!(link_for(&p, "trace").is_ok(), "{r}");
+                assert!(link_for(&p, "trace", None).is_ok(), "{r}");
             }
         }
     }
