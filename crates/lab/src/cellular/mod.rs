@@ -923,13 +923,25 @@ fn window_series(
     sockets
         .iter()
         .map(|s| {
-            s.samples
+            // Samples are kept when something changed: the value in force
+            // when the window opens is the last one before it.
+            let carried = s
+                .samples
                 .iter()
-                .filter_map(|x| {
-                    let t = t0 + x.t_us;
-                    (t >= start && t < until).then(|| ((t - start) as f64 / 1e6, f(x)))
-                })
-                .collect::<Vec<_>>()
+                .take_while(|x| t0 + x.t_us < start)
+                .last()
+                .map(|x| (0.0, f(x)));
+            let inside = s.samples.iter().filter_map(|x| {
+                let t = t0 + x.t_us;
+                (t >= start && t < until).then(|| ((t - start) as f64 / 1e6, f(x)))
+            });
+            let v: Vec<(f64, u32)> = carried.into_iter().chain(inside).collect();
+            // A socket with nothing inside the window did not take part.
+            if v.len() > usize::from(carried.is_some()) {
+                v
+            } else {
+                Vec::new()
+            }
         })
         .filter(|v| !v.is_empty())
         .collect()

@@ -130,6 +130,7 @@ pub fn report(
             r.server.timeouts.to_string(),
             r.server.spurious_rtos.to_string(),
             r.client.timeouts.to_string(),
+            (r.server.loss_probes + r.client.loss_probes).to_string(),
             (r.wire_down.spurious + r.wire_down.spurious_syn).to_string(),
             (r.wire_up.spurious + r.wire_up.spurious_syn).to_string(),
             (r.wire_down.genuine + r.wire_up.genuine).to_string(),
@@ -223,6 +224,8 @@ pub fn report(
         "spurious rexmits/load",
         "timeouts/load",
         "F-RTO spurious/load",
+        "TLPs/load",
+        "genuine rexmits/load",
         "cwnd avg",
     ]);
     for r in &config.radios {
@@ -269,6 +272,14 @@ pub fn report(
                             "{:.2}",
                             per(&|x| (x.server.spurious_rtos + x.client.spurious_rtos) as f64)
                         ),
+                        format!(
+                            "{:.2}",
+                            per(&|x| (x.server.loss_probes + x.client.loss_probes) as f64)
+                        ),
+                        format!(
+                            "{:.2}",
+                            per(&|x| f64::from(x.wire_down.genuine + x.wire_up.genuine))
+                        ),
                         opt(
                             mean(&v.iter().filter_map(|x| x.cwnd_avg).collect::<Vec<_>>()),
                             1,
@@ -300,6 +311,10 @@ pub fn report(
         "fewer %",
         "timeouts (base)",
         "timeouts (fix)",
+        "timeouts fewer %",
+        "TLPs (base)",
+        "TLPs (fix)",
+        "genuine (base / fix)",
         "median PLT s (base)",
         "median PLT s (fix)",
         "PLT change %",
@@ -328,6 +343,16 @@ pub fn report(
                             .map(|x| x.server.timeouts + x.client.timeouts)
                             .sum::<u64>()
                     };
+                    let tlp = |v: &[&CellRun]| {
+                        v.iter()
+                            .map(|x| x.server.loss_probes + x.client.loss_probes)
+                            .sum::<u64>()
+                    };
+                    let genuine = |v: &[&CellRun]| {
+                        v.iter()
+                            .map(|x| x.wire_down.genuine + x.wire_up.genuine)
+                            .sum::<u32>()
+                    };
                     let med = |v: &[&CellRun]| {
                         median(&v.iter().filter_map(|x| x.plt_s).collect::<Vec<_>>())
                     };
@@ -346,6 +371,14 @@ pub fn report(
                         },
                         to(&b).to_string(),
                         to(&f).to_string(),
+                        if to(&b) > 0 {
+                            pct((1.0 - to(&f) as f64 / to(&b) as f64) * 100.0)
+                        } else {
+                            "-".into()
+                        },
+                        tlp(&b).to_string(),
+                        tlp(&f).to_string(),
+                        format!("{} / {}", genuine(&b), genuine(&f)),
                         opt(mb, 3),
                         opt(mf, 3),
                         match (mb, mf) {
@@ -362,8 +395,12 @@ pub fn report(
         csv: "fix.csv",
         table: fix,
         note: "Loads after the session's first whose start woke the radio (promotions > 0), with \
-               and without the floor (setting rto-floor: the routes over the radio carry rto_min = \
-               promotion + 200 ms; docs/LAB.md says why a route and not TCP_BPF_RTO_MIN). Target \
+               and without the fix (setting rto-floor: the routes over the radio carry rto_min = \
+               promotion + 200 ms, and mewa_rto gives handshakes promotion + 1 s; docs/LAB.md says \
+               why a route and not TCP_BPF_RTO_MIN). Spurious: retransmissions the link delivered \
+               twice, both ends, handshakes included; timeouts: both ends' kernel RTOs (TCPTimeouts, \
+               SYN timeouts included) — where the link lost nothing (genuine 0), every one of them \
+               was spurious; TLPs: tail loss probes, which keep their own clock (2 srtt). Target \
                (issue 22): at least 90 % fewer spurious timeouts after promotion, and a lower \
                median PLT for HTTP/2 on 3G."
             .into(),
