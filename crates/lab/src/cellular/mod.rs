@@ -456,6 +456,31 @@ fn apply_knobs(
     Ok(())
 }
 
+/// Waits (up to 15 s) until neither end has a TCP connection still open
+/// or closing; TIME_WAIT and listeners do not count.
+fn drain(topo: &Topology) {
+    // ESTABLISHED, SYN_SENT, SYN_RECV, FIN_WAIT1, FIN_WAIT2, CLOSE_WAIT,
+    // LAST_ACK, CLOSING (include/net/tcp_states.h).
+    const OPEN: [u8; 8] = [1, 2, 3, 4, 5, 8, 9, 11];
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while std::time::Instant::now() < deadline {
+        let open: usize = [CLIENT, SERVER]
+            .iter()
+            .map(|h| {
+                topo.in_namespace(h, tcpinfo::dump)
+                    .ok()
+                    .and_then(Result::ok)
+                    .map_or(0, |v| v.iter().filter(|s| OPEN.contains(&s.state)).count())
+            })
+            .sum();
+        if open == 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    tracing::warn!("connections of the previous session still open after 15 s");
+}
+
 /// Empties both ends' TCP metrics caches, so a session does not start from
 /// what the previous one left (the knob under study is whether a session
 /// *within* itself reuses them).
@@ -582,8 +607,14 @@ pub fn run(
                 let mut series: Vec<(String, Vec<SocketSeries>, u64)> = Vec::new();
                 for proto in config.protocols.iter().filter(|p| runs_with(p, k)) {
                     let protocol = protocol_of(proto).unwrap_or(Protocol::H2);
+                    // The previous session's connections finish closing
+                    // first: their last retransmissions and timeouts would
+                    // count against this session's first load.
+                    drain(topo);
                     flush_metrics(topo);
                     let _ = topo.radio_idle(CLIENT, SERVER);
+                    // The emulator takes the order at its next wake-up.
+                    std::thread::sleep(Duration::from_millis(300));
                     let sampler_start = unix_us();
                     let sampler = Sampler::start(
                         topo,
@@ -651,6 +682,12 @@ pub fn run(
                             },
                         });
                     }
+                    // HTTP/3 has no TCP socket of its own to follow.
+                    let samples = if protocol == Protocol::H3 {
+                        Vec::new()
+                    } else {
+                        samples
+                    };
                     series.push((proto.clone(), samples, sampler_start));
                 }
                 if let Some(s) = syn_rto {
@@ -996,7 +1033,9 @@ fn cwnd_over(
                 span += end - from;
             }
         }
-        let sent = sent_from.is_some_and(|f| sent_to > f);
+        // A closing socket of an earlier session sends a few bytes (a TLS
+        // close_notify); one that took part sent at least a segment.
+        let sent = sent_from.is_some_and(|f| sent_to >= f + 1448);
         if sent && span > 0 {
             means.push(weighted / span as f64);
             // The value in force when the window opened counts too.

@@ -337,6 +337,9 @@ pub fn report(
                             .collect()
                     };
                     let (b, f) = (of("base"), of("rto-floor"));
+                    if b.is_empty() || f.is_empty() {
+                        continue;
+                    }
                     let sp = |v: &[&CellRun]| v.iter().map(|x| spurious(x)).sum::<u32>();
                     let to = |v: &[&CellRun]| {
                         v.iter()
