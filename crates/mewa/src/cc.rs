@@ -22,6 +22,45 @@ enum Which {
     Unload,
     /// Whether they are registered, and what the kernel offers.
     Status,
+    /// Seed 003's fix for handshakes over a sleeping radio: attach the
+    /// mewa_rto sock_ops program to a cgroup (v2) so that every TCP socket
+    /// of its processes whose peer is in one of the --peer prefixes waits
+    /// --syn-rto-ms before resending its first SYN or SYN-ACK (Linux: 1 s,
+    /// shorter than a 3G promotion). It stays attached while this command
+    /// runs (run it under a service manager; stop it to detach). Put the
+    /// floor for established connections on the routes to the same peers:
+    /// `ip route replace PREFIX via GW dev DEV rto_min 2200ms` (docs/LAB.md,
+    /// "The fix"). Needs root.
+    Rto(RtoArgs),
+}
+
+#[derive(Debug, Args)]
+struct RtoArgs {
+    /// The cgroup v2 directory whose sockets the program sees, e.g.
+    /// /sys/fs/cgroup/system.slice/nginx.service.
+    #[arg(long)]
+    cgroup: std::path::PathBuf,
+    /// Peers behind a radio, IPv4 prefixes (A.B.C.D/LEN; repeatable).
+    #[arg(long = "peer", required = true)]
+    peers: Vec<String>,
+    /// The first SYN / SYN-ACK timeout for them, ms [default: 3000: 3G's
+    /// 2 s promotion plus Linux's usual second].
+    #[arg(long, default_value_t = 3000)]
+    syn_rto_ms: u64,
+}
+
+/// `A.B.C.D/LEN` (or a bare address, /32) as a mewa_rto rule.
+fn rule(prefix: &str, syn_rto: std::time::Duration) -> anyhow::Result<mewa_cc_bpf::rto::Rule> {
+    let (addr, len) = prefix.split_once('/').unwrap_or((prefix, "32"));
+    let addr: std::net::Ipv4Addr = addr
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--peer {prefix}: {e} (give A.B.C.D/LEN, IPv4)"))?;
+    let len: u8 = len
+        .parse()
+        .ok()
+        .filter(|l| *l <= 32)
+        .ok_or_else(|| anyhow::anyhow!("--peer {prefix}: the prefix length must be 0 to 32"))?;
+    Ok(mewa_cc_bpf::rto::Rule { addr, len, syn_rto })
 }
 
 pub fn run(c: CcCmd) -> anyhow::Result<()> {
@@ -68,10 +107,54 @@ pub fn run(c: CcCmd) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Which::Rto(a) => {
+            let syn_rto = std::time::Duration::from_millis(a.syn_rto_ms);
+            let rules = a
+                .peers
+                .iter()
+                .map(|p| rule(p, syn_rto))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let attached = mewa_cc_bpf::rto::attach(&a.cgroup, &rules).map_err(explain)?;
+            println!(
+                "mewa_rto attached to {} for {} prefix(es), first handshake timeout {} ms; \
+                 stop this command to detach",
+                a.cgroup.display(),
+                rules.len(),
+                a.syn_rto_ms
+            );
+            let mut last = 0;
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(10));
+                let n = attached.applied();
+                if n != last {
+                    println!("handshakes given the longer timeout so far: {n}");
+                    last = n;
+                }
+            }
+        }
     }
 }
 
 /// The library's error, as the command's.
 fn explain(e: CcError) -> anyhow::Error {
     anyhow::anyhow!("{e}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_parse_as_prefixes_and_bad_ones_say_why() {
+        let t = std::time::Duration::from_secs(3);
+        let r = rule("100.64.0.0/10", t).unwrap();
+        assert_eq!(
+            (r.addr, r.len),
+            (std::net::Ipv4Addr::new(100, 64, 0, 0), 10)
+        );
+        assert_eq!(rule("10.0.0.1", t).unwrap().len, 32);
+        let e = rule("10.0.0.0/33", t).unwrap_err().to_string();
+        assert!(e.contains("0 to 32"), "{e}");
+        assert!(rule("fe80::1/64", t).is_err());
+    }
 }
