@@ -111,6 +111,7 @@ impl LabCgroup {
         let own = std::fs::read_to_string("/proc/self/cgroup")
             .map_err(|e| input(Path::new("/proc/self/cgroup"), e.to_string()))?;
         let back = root.join(cgroup2_path(&own).unwrap_or("/").trim_start_matches('/'));
+        remove_stale(&root);
         let path = root.join(format!("mewa-lab-{}", std::process::id()));
         std::fs::create_dir_all(&path).map_err(|e| input(&path, e.to_string()))?;
         let pid = std::process::id().to_string();
@@ -124,6 +125,26 @@ impl LabCgroup {
     /// The cgroup's directory.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+/// Removes the `mewa-lab-*` cgroups of lab runs that were killed before
+/// they could remove their own (the kernel refuses to remove one that
+/// still has a process, so a running lab's is safe).
+fn remove_stale(root: &Path) {
+    let Ok(dir) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name();
+        if !name.to_string_lossy().starts_with("mewa-lab-") {
+            continue;
+        }
+        let empty = std::fs::read_to_string(e.path().join("cgroup.procs"))
+            .is_ok_and(|p| p.trim().is_empty());
+        if empty && std::fs::remove_dir(e.path()).is_ok() {
+            tracing::info!("removed the stale cgroup {}", e.path().display());
+        }
     }
 }
 
