@@ -64,6 +64,21 @@ fn after_promotion(r: &CellRun) -> bool {
     r.seq > 0 && r.promotions > 0
 }
 
+/// The loads of one radio, network, protocol and setting.
+fn cell_runs<'a>(
+    runs: &'a [CellRun],
+    [radio, network, protocol, setting]: [&str; 4],
+) -> Vec<&'a CellRun> {
+    runs.iter()
+        .filter(|x| {
+            x.radio == radio
+                && x.network == network
+                && x.protocol == protocol
+                && x.setting == setting
+        })
+        .collect()
+}
+
 /// One line per server socket of a [`LoadTrace`] field.
 fn per_socket(what: &str, sockets: &[Vec<(f64, u32)>]) -> Vec<Series> {
     sockets
@@ -231,13 +246,7 @@ pub fn report(
     for r in &config.radios {
         for n in &config.networks {
             for p in &config.protocols {
-                let of = |s: &str| -> Vec<&CellRun> {
-                    runs.iter()
-                        .filter(|x| {
-                            &x.radio == r && &x.network == n && &x.protocol == p && x.setting == s
-                        })
-                        .collect()
-                };
+                let of = |s: &str| cell_runs(&runs, [r, n, p, s]);
                 let plts = |v: &[&CellRun]| v.iter().filter_map(|x| x.plt_s).collect::<Vec<_>>();
                 let base = median(&plts(&of("base")));
                 for s in &config.settings {
@@ -326,15 +335,9 @@ pub fn report(
             for n in &config.networks {
                 for p in &config.protocols {
                     let of = |s: &str| -> Vec<&CellRun> {
-                        runs.iter()
-                            .filter(|x| {
-                                &x.radio == r
-                                    && &x.network == n
-                                    && &x.protocol == p
-                                    && x.setting == s
-                                    && after_promotion(x)
-                            })
-                            .collect()
+                        let mut v = cell_runs(&runs, [r, n, p, s]);
+                        v.retain(|x| after_promotion(x));
+                        v
                     };
                     let (b, f) = (of("base"), of("rto-floor"));
                     if b.is_empty() || f.is_empty() {
