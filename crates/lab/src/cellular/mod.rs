@@ -51,7 +51,7 @@ use crate::experiment::{
 use crate::loader::{LoadOptions, Session};
 use crate::record::{LoadRecord, Protocol};
 use crate::retrans::{self, Counts, Retransmission};
-use crate::tcpinfo::{self, Filter, Sampler, SocketSeries};
+use crate::tcpinfo::{self, Filter, RepairCounters, Sampler, SocketSeries};
 
 pub use report::{report, report_again};
 
@@ -277,54 +277,15 @@ pub struct CellRun {
     pub cwnd_avg: Option<f64>,
     /// The largest congestion window of any server socket during the load.
     pub cwnd_max: Option<u32>,
-    /// The server namespace's TCP counters over the load.
-    pub server: TcpDelta,
+    /// The server namespace's TCP counters over the load (differences of
+    /// `/proc/net/snmp` and `/proc/net/netstat`).
+    pub server: RepairCounters,
     /// The client namespace's.
-    pub client: TcpDelta,
+    pub client: RepairCounters,
     /// The server's retransmissions as the link delivered them.
     pub wire_down: Counts,
     /// The client's.
     pub wire_up: Counts,
-}
-
-/// The TCP counters of one namespace over one load (differences of
-/// `/proc/net/snmp` and `/proc/net/netstat`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TcpDelta {
-    /// `Tcp: RetransSegs`.
-    pub retrans_segs: u64,
-    /// `TcpExt: TCPTimeouts`: retransmission timeouts.
-    pub timeouts: u64,
-    /// `TcpExt: TCPSpuriousRTOs`: timeouts F-RTO found spurious.
-    pub spurious_rtos: u64,
-    /// `TcpExt: TCPLossProbes`: tail loss probes.
-    pub loss_probes: u64,
-    /// `TcpExt: TCPDSACKRecv`: duplicate data the peer reported.
-    pub dsack_recv: u64,
-    /// Reductions undone (`TCPFullUndo + TCPDSACKUndo + TCPLossUndo`).
-    pub undos: u64,
-}
-
-impl TcpDelta {
-    /// `after − before`.
-    fn between(before: &tcpinfo::Counters, after: &tcpinfo::Counters) -> TcpDelta {
-        let d = after.since(before);
-        let g = |k: &str| {
-            d.tcp_ext
-                .get(k)
-                .or_else(|| d.tcp.get(k))
-                .copied()
-                .unwrap_or(0)
-        };
-        TcpDelta {
-            retrans_segs: g("RetransSegs"),
-            timeouts: g("TCPTimeouts"),
-            spurious_rtos: g("TCPSpuriousRTOs"),
-            loss_probes: g("TCPLossProbes"),
-            dsack_recv: g("TCPDSACKRecv"),
-            undos: g("TCPFullUndo") + g("TCPDSACKUndo") + g("TCPLossUndo"),
-        }
-    }
 }
 
 /// A few seconds of one load around its start, for the figure of the
@@ -751,8 +712,8 @@ struct AtStart {
     start_unix_us: u64,
     radio_state: String,
     promotions: u64,
-    server: TcpDelta,
-    client: TcpDelta,
+    server: RepairCounters,
+    client: RepairCounters,
 }
 
 /// Reads `host`'s TCP counters (empty if unreadable: the load still
@@ -807,8 +768,8 @@ fn session(
                             }
                             _ => 0,
                         },
-                        server: TcpDelta::between(&before.0, &after.0),
-                        client: TcpDelta::between(&before.1, &after.1),
+                        server: after.0.since(&before.0).repair(),
+                        client: after.1.since(&before.1).repair(),
                     },
                 ));
                 seq += 1;

@@ -764,39 +764,38 @@ pub struct TcpCounters {
     pub loss_probes: u64,
 }
 
-impl TcpCounters {
-    /// Parses the two files' text.
-    pub fn parse(snmp: &str, netstat: &str) -> TcpCounters {
-        let field = |text: &str, prefix: &str, name: &str| -> u64 {
-            let mut lines = text.lines().filter(|l| l.starts_with(prefix));
-            let (Some(names), Some(values)) = (lines.next(), lines.next()) else {
-                return 0;
-            };
-            names
-                .split_whitespace()
-                .zip(values.split_whitespace())
-                .find(|(n, _)| *n == name)
-                .and_then(|(_, v)| v.parse().ok())
-                .unwrap_or(0)
-        };
+impl From<crate::tcpinfo::RepairCounters> for TcpCounters {
+    fn from(r: crate::tcpinfo::RepairCounters) -> TcpCounters {
         TcpCounters {
-            retrans_segs: field(snmp, "Tcp:", "RetransSegs"),
-            timeouts: field(netstat, "TcpExt:", "TCPTimeouts"),
-            loss_probes: field(netstat, "TcpExt:", "TCPLossProbes"),
+            retrans_segs: r.retrans_segs,
+            timeouts: r.timeouts,
+            loss_probes: r.loss_probes,
         }
+    }
+}
+
+impl TcpCounters {
+    /// Parses the two files' text ([`crate::tcpinfo::Counters`]); zeros
+    /// where a file lacks its TCP section.
+    pub fn parse(snmp: &str, netstat: &str) -> TcpCounters {
+        TcpCounters::from(
+            crate::tcpinfo::Counters::parse(netstat, snmp)
+                .map(|c| c.repair())
+                .unwrap_or_default(),
+        )
     }
 
     /// Reads them in `host`'s namespace (zeros if unreadable). Through
     /// `/proc/thread-self`: `/proc/net` follows the process's main thread,
     /// which stays in the machine's namespace.
     pub(crate) fn read(topo: &Topology, host: &str) -> TcpCounters {
-        topo.in_namespace(host, || {
-            let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap_or_default();
-            let netstat =
-                std::fs::read_to_string("/proc/thread-self/net/netstat").unwrap_or_default();
-            TcpCounters::parse(&snmp, &netstat)
-        })
-        .unwrap_or_default()
+        let r = topo
+            .in_namespace(host, crate::tcpinfo::counters)
+            .ok()
+            .and_then(Result::ok)
+            .map(|c| c.repair())
+            .unwrap_or_default();
+        TcpCounters::from(r)
     }
 
     /// `self − before`, per counter.

@@ -190,6 +190,7 @@ impl Counters {
 /// cuts). Each is 0 where the kernel lacks the counter; all exist since
 /// Linux 4.x.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RepairCounters {
     /// `TcpExt: TCPTimeouts`: retransmission timeouts (not counting
     /// repeated ones while in Loss).
