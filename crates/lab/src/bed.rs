@@ -68,14 +68,29 @@ pub enum BedError {
 /// which caps a sender's first flights at about 45 segments, below what
 /// seed 001 and seed 002 send (Android starts LTE sockets at 1 MB).
 pub fn set_tcp_rmem(topo: &Topology, host: &str, rmem: usize) -> Result<(), BedError> {
-    let value = format!("4096 {rmem} 33554432");
-    topo.in_namespace(host, || {
-        std::fs::write("/proc/sys/net/ipv4/tcp_rmem", &value)
-    })?
-    .map_err(|e| BedError::Server {
-        what: "net.ipv4.tcp_rmem",
-        message: format!("setting it in {host}: {e}"),
-    })
+    set_sysctl(
+        topo,
+        host,
+        "net.ipv4.tcp_rmem",
+        &format!("4096 {rmem} 33554432"),
+    )
+}
+
+/// Sets the sysctl `key` (e.g. `net.ipv4.tcp_slow_start_after_idle`) of
+/// `host`'s network namespace: `/proc/sys/net` follows the namespace of
+/// the thread that opens it.
+pub fn set_sysctl(
+    topo: &Topology,
+    host: &str,
+    key: &'static str,
+    value: &str,
+) -> Result<(), BedError> {
+    let path = format!("/proc/sys/{}", key.replace('.', "/"));
+    topo.in_namespace(host, || std::fs::write(&path, value))?
+        .map_err(|e| BedError::Server {
+            what: key,
+            message: format!("setting it to {value} in {host}: {e}"),
+        })
 }
 
 /// A link with `rtt_ms` of round trip, half each way, `down` and `up`

@@ -314,14 +314,7 @@ pub fn run(config: &IwConfig, progress: &Progress) -> Result<LabReport, Experime
         set_tcp_rmem(topo, CLIENT, config.client_rmem)?;
         if let Some(on) = config.slow_start_after_idle {
             let v = if on { "1" } else { "0" };
-            topo.in_namespace(SERVER, || {
-                std::fs::write("/proc/sys/net/ipv4/tcp_slow_start_after_idle", v)
-            })
-            .map_err(|e| ExperimentError::Bed(e.into()))?
-            .map_err(|e| ExperimentError::Config {
-                field: "--slow-start-after-idle",
-                message: format!("setting net.ipv4.tcp_slow_start_after_idle in {SERVER}: {e}"),
-            })?;
+            crate::bed::set_sysctl(topo, SERVER, "net.ipv4.tcp_slow_start_after_idle", v)?;
         }
         let t_ref = Instant::now();
         let mut pending = Vec::new();

@@ -43,7 +43,7 @@ use mewa_link::core::{DelaySpec, DirectionConfig, LinkConfig, QueueSpec, RateSpe
 use mewa_link::runtime::{LinkOptions, Topology};
 use serde::{Deserialize, Serialize};
 
-use crate::bed::{Bed, OriginSettings, CLIENT, SERVER};
+use crate::bed::{set_sysctl, Bed, OriginSettings, CLIENT, SERVER};
 use crate::experiment::{
     at_least_one, needs_root, read_traces, CorpusChoice, ExperimentError, OriginChoice, Progress,
     ResultFolder,
@@ -370,17 +370,6 @@ fn link_for(
     })
 }
 
-/// Writes a sysctl in `host`'s namespace.
-fn sysctl(topo: &Topology, host: &str, key: &str, value: &str) -> Result<(), ExperimentError> {
-    let path = format!("/proc/sys/{}", key.replace('.', "/"));
-    topo.in_namespace(host, || std::fs::write(&path, value))
-        .map_err(|e| ExperimentError::Bed(e.into()))?
-        .map_err(|e| ExperimentError::Input {
-            path: PathBuf::from(&path),
-            message: format!("setting {key} = {value} in {host}: {e}"),
-        })
-}
-
 /// Applies `knobs` to both ends of a running bed.
 fn apply_knobs(
     bed: &Bed,
@@ -389,7 +378,7 @@ fn apply_knobs(
     profile: &RadioProfile,
 ) -> Result<(), ExperimentError> {
     for host in [CLIENT, SERVER] {
-        sysctl(
+        set_sysctl(
             topo,
             host,
             "net.ipv4.tcp_slow_start_after_idle",
@@ -399,7 +388,7 @@ fn apply_knobs(
                 "0"
             },
         )?;
-        sysctl(
+        set_sysctl(
             topo,
             host,
             "net.ipv4.tcp_no_metrics_save",
@@ -1011,8 +1000,7 @@ fn cwnd_over(
             }
         }
     }
-    let avg = (!means.is_empty()).then(|| means.iter().sum::<f64>() / means.len() as f64);
-    (avg, max)
+    (crate::metrics::mean(&means), max)
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::{CellRun, CellularConfig, LoadTrace};
 use crate::experiment::{ExperimentError, ResultFolder};
 use crate::fld::{LabReport, Plot, Section};
-use crate::metrics::median;
+use crate::metrics::{mean, median};
 use crate::report::plot::{Mark, Series};
 use crate::report::table::{opt, pct};
 use crate::report::Table;
@@ -40,10 +40,6 @@ pub fn report_again(dir: &Path) -> Result<LabReport, ExperimentError> {
     let result: CellularResult = crate::experiment::read_config(&dir.join("result.json"))?;
     let folder = ResultFolder::existing(dir)?;
     Ok(report(&config, result.runs, result.traces, Some(folder)))
-}
-
-fn mean(v: &[f64]) -> Option<f64> {
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 
 fn max(v: &[f64]) -> Option<f64> {
