@@ -705,15 +705,6 @@ struct AtStart {
     client: RepairCounters,
 }
 
-/// Reads `host`'s TCP counters (empty if unreadable: the load still
-/// counts, its counter columns read zero).
-fn counters(topo: &Topology, host: &str) -> tcpinfo::Counters {
-    topo.in_namespace(host, tcpinfo::counters)
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or_default()
-}
-
 /// One browsing session: every page `config.loads` times, in order, with
 /// the think time before each load, on one [`Session`] in the client's
 /// namespace.
@@ -737,11 +728,17 @@ fn session(
                     tokio::time::sleep(think).await;
                 }
                 let stats = topo.link_stats(CLIENT, SERVER).ok();
-                let before = (counters(topo, SERVER), counters(topo, CLIENT));
+                let before = (
+                    tcpinfo::counters_in(topo, SERVER),
+                    tcpinfo::counters_in(topo, CLIENT),
+                );
                 let start_unix_us = unix_us();
                 let record = session.load(page).await?;
                 let after_stats = topo.link_stats(CLIENT, SERVER).ok();
-                let after = (counters(topo, SERVER), counters(topo, CLIENT));
+                let after = (
+                    tcpinfo::counters_in(topo, SERVER),
+                    tcpinfo::counters_in(topo, CLIENT),
+                );
                 out.push((
                     page.name.clone(),
                     record,

@@ -789,13 +789,7 @@ impl TcpCounters {
     /// `/proc/thread-self`: `/proc/net` follows the process's main thread,
     /// which stays in the machine's namespace.
     pub(crate) fn read(topo: &Topology, host: &str) -> TcpCounters {
-        let r = topo
-            .in_namespace(host, crate::tcpinfo::counters)
-            .ok()
-            .and_then(Result::ok)
-            .map(|c| c.repair())
-            .unwrap_or_default();
-        TcpCounters::from(r)
+        TcpCounters::from(crate::tcpinfo::counters_in(topo, host).repair())
     }
 
     /// `self − before`, per counter.

@@ -123,6 +123,15 @@ pub fn counters() -> io::Result<Counters> {
     Counters::parse(&netstat, &snmp).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
+/// `host`'s TCP counters in a running topology; empty if they cannot be
+/// read (a load still counts, its counter columns read zero).
+pub fn counters_in(topo: &Topology, host: &str) -> Counters {
+    topo.in_namespace(host, counters)
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default()
+}
+
 /// How a [`Sampler`] samples.
 #[derive(Debug, Clone)]
 pub struct SamplerConfig {
