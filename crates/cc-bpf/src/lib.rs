@@ -1,7 +1,7 @@
 //! mewa's controllers for Linux TCP, as BPF `struct_ops` congestion controls:
-//! FLD_TCP named [`FLD`] (`mewa_fld`, the rules of `crates/cc`), and [`IW`]
-//! (`mewa_iw`: the kernel's cubic started from a window the client asked
-//! for, seed 001); the calls that register them with the kernel, remove them
+//! FLD_TCP named [`FLD`] (`mewa_fld`, the rules of `crates/cc`), the same
+//! paced by the kernel ([`FLD_PACED`]), and [`IW`] (`mewa_iw`: the kernel's
+//! cubic started from a window the client asked for, seed 001); the calls that register them with the kernel, remove them
 //! and report on them (`mewa cc load`, `unload`, `status`); and
 //! [`IwStore`], through which the origin hands one socket its granted
 //! initial window.
@@ -13,7 +13,7 @@
 //! origin does with `--cc mewa_fld`. Removing it deletes the map's one
 //! element, found again by the map's name and type.
 //!
-//! The kernel side is `src/bpf/mewa_fld.bpf.c`; its rules are those of
+//! The kernel side is `src/bpf/mewa.bpf.c`; its rules are those of
 //! [`mewa_cc::Window::fld`](../mewa_cc/struct.Window.html), and a test in
 //! `crates/lab/tests` compares a real transfer's bytes per round trip with
 //! that core's schedule.
@@ -48,8 +48,11 @@ macro_rules! skeleton {
 pub const FLD: &str = "mewa_fld";
 /// The name of cubic-with-a-granted-initial-window.
 pub const IW: &str = "mewa_iw";
+/// FLD_TCP with the kernel's pacing: the same window, its segments spread
+/// over the round trip instead of sent in a burst.
+pub const FLD_PACED: &str = "mewa_fld_paced";
 /// Every control `mewa cc load` registers (one BPF object).
-pub const CONTROLS: [&str; 2] = [FLD, IW];
+pub const CONTROLS: [&str; 3] = [FLD, IW, FLD_PACED];
 /// The socket storage map both controls read the granted window from.
 pub const IW_MAP: &str = "mewa_iw_req";
 
@@ -371,7 +374,7 @@ mod imp {
 
     use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 
-    use super::{CcError, FLD, IW};
+    use super::{CcError, FLD, FLD_PACED, IW};
 
     crate::skeleton!("/mewa.skel.rs");
 
@@ -396,14 +399,13 @@ mod imp {
         let mut skel = open.load().map_err(refused(FLD))?;
         // The registration is the map's element; dropping the link would
         // delete it. Disconnected, it stays when this process exits.
-        let mut link = skel
-            .maps
-            .mewa_fld
-            .attach_struct_ops()
-            .map_err(refused(FLD))?;
-        link.disconnect();
-        let mut link = skel.maps.mewa_iw.attach_struct_ops().map_err(refused(IW))?;
-        link.disconnect();
+        for (map, name) in [
+            (&mut skel.maps.mewa_fld, FLD),
+            (&mut skel.maps.mewa_iw, IW),
+            (&mut skel.maps.mewa_fld_paced, FLD_PACED),
+        ] {
+            map.attach_struct_ops().map_err(refused(name))?.disconnect();
+        }
         let info = libbpf_rs::MapCore::info(&skel.maps.mewa_fld).map_err(refused(FLD))?;
         Ok(info.info.id)
     }

@@ -42,11 +42,17 @@ fn skip(test: &str) -> bool {
 }
 
 fn transfer(cc: &str, tag: &str) -> bulk::Transfer {
+    transfer_over(cc, tag, 100_000_000, None)
+}
+
+/// 500 kB at 40 ms with `cc`, over `bps` both ways and a drop-tail queue of
+/// `queue_bytes` (`None`: unbounded).
+fn transfer_over(cc: &str, tag: &str, bps: u64, queue_bytes: Option<usize>) -> bulk::Transfer {
     let s = Setup {
         rtt: Duration::from_millis(40),
-        down_bps: 100_000_000,
-        up_bps: 100_000_000,
-        queue_bytes: None,
+        down_bps: bps,
+        up_bps: bps,
+        queue_bytes,
         bytes: 500_000,
         congestion: cc.into(),
         // A receiver that does not cap the window: with Linux's stock
@@ -105,6 +111,39 @@ fn the_kernels_fld_sends_the_cores_schedule_round_by_round() {
     );
     assert!(!close(&fld.rounds, &want_reno));
     assert_eq!((fld.drops, reno.drops), (0, 0));
+}
+
+/// mewa_fld_paced has FLD_TCP's window and the kernel's pacing. At a queue
+/// shallower than one window (30 kB at 20 Mbit/s and 40 ms, a third of the
+/// bandwidth-delay product) mewa_fld's tripled window arrives as a burst
+/// whose tail the queue drops, and the tail waits for a timeout; paced, the
+/// losses are spread through the window and fast retransmit repairs them.
+/// Measured (3 runs each): mewa_fld 9 round trips and 0.42 s, paced 7 and
+/// 0.35 s, though the paced sender loses more packets.
+#[test]
+fn paced_fld_repairs_a_shallow_queues_losses_in_fewer_round_trips() {
+    let _serial = one_at_a_time();
+    if skip("paced_fld_repairs_a_shallow_queues_losses_in_fewer_round_trips") {
+        return;
+    }
+    let burst = transfer_over(mewa_cc_bpf::FLD, "burst", 20_000_000, Some(30_000));
+    let paced = transfer_over(mewa_cc_bpf::FLD_PACED, "paced", 20_000_000, Some(30_000));
+    eprintln!(
+        "30 kB queue: mewa_fld {} round trips, {} drops, {:?}; mewa_fld_paced {} round trips, {} drops, {:?}",
+        burst.rounds.len(),
+        burst.drops,
+        burst.completion,
+        paced.rounds.len(),
+        paced.drops,
+        paced.completion
+    );
+    assert!(burst.drops > 0, "the queue must be shallow enough to drop");
+    assert!(
+        paced.rounds.len() < burst.rounds.len(),
+        "paced {:?} against {:?} segments per round trip",
+        paced.rounds,
+        burst.rounds
+    );
 }
 
 #[test]

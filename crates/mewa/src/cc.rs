@@ -3,7 +3,7 @@
 //! that sockets can then pick by name.
 
 use clap::{Args, Subcommand};
-use mewa_cc_bpf::{CcError, Loaded, CONTROLS, FLD, IW};
+use mewa_cc_bpf::{CcError, Loaded, CONTROLS, FLD, FLD_PACED, IW};
 
 #[derive(Debug, Args)]
 pub struct CcCmd {
@@ -66,15 +66,15 @@ fn rule(prefix: &str, syn_rto: std::time::Duration) -> anyhow::Result<mewa_cc_bp
 pub fn run(c: CcCmd) -> anyhow::Result<()> {
     match c.which {
         Which::Load => {
-            let names = CONTROLS.join(" and ");
+            let names = CONTROLS.join(", ");
             match mewa_cc_bpf::load().map_err(explain)? {
-                Loaded::Now(_) => println!("{names} registered; pick FLD_TCP with `mewa origin serve --cc {FLD}`; `--iw-max` makes the origin grant initial windows through {IW}"),
+                Loaded::Now(_) => println!("{names} registered; pick FLD_TCP with `mewa origin serve --cc {FLD}` (paced: `--cc {FLD_PACED}`); `--iw-max` makes the origin grant initial windows through {IW}"),
                 Loaded::Already(_) => println!("{names} were already registered"),
             }
             Ok(())
         }
         Which::Unload => {
-            let names = CONTROLS.join(" and ");
+            let names = CONTROLS.join(", ");
             if mewa_cc_bpf::unload().map_err(explain)? {
                 println!("{names} removed");
             } else {

@@ -55,8 +55,8 @@ enum LabSub {
     /// Seed 002's FLD_TCP against Cubic at the server, with the kernel's
     /// FLD_TCP (`mewa cc load` first): bulk transfers, fairness, and pages
     /// under cross traffic (LTE, 3G) with the paper's page metrics (for
-    /// pages, --cc names the control compared with cubic; default
-    /// mewa_fld). Needs root. Results: config.json, meta.json, CSV
+    /// pages, --cc names the controls compared with cubic, comma-separated;
+    /// default mewa_fld). Needs root. Results: config.json, meta.json, CSV
     /// tables, report.md, SVG.
     Fld(FldArgs),
     /// Seed 001's content-aware initial window: the complat pages (400,
@@ -1081,14 +1081,15 @@ impl FldPagesArgs {
     fn config(&self) -> anyhow::Result<fld::PagesConfig> {
         let mut c: fld::PagesConfig = self.corpus.base()?;
         self.corpus.apply(&mut c.corpus, &mut c.origin)?;
-        // Here --cc names the control compared with cubic (the origin's
-        // listener always starts connections on cubic).
+        // Here --cc names the controls compared with cubic, comma-separated
+        // (the origin's listener always starts connections on cubic).
         if let Some(cc) = &self.corpus.cc {
-            c.ccs = if cc == "cubic" {
-                vec!["cubic".into()]
-            } else {
-                vec!["cubic".into(), cc.clone()]
-            };
+            c.ccs = vec!["cubic".into()];
+            for name in cc.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                if !c.ccs.iter().any(|c| c == name) {
+                    c.ccs.push(name.to_owned());
+                }
+            }
         }
         if !self.setting.is_empty() {
             c.settings = self.setting.clone();
@@ -1359,6 +1360,15 @@ mod tests {
         assert_eq!(
             a.config().unwrap().ccs,
             vec!["cubic".to_string(), "bbr".to_string()]
+        );
+        let FldSub::Pages(a) = fld_sub(&["pages", "--cc", "mewa_fld, mewa_fld_paced,cubic"]) else {
+            panic!("not pages")
+        };
+        assert_eq!(
+            a.config().unwrap().ccs,
+            ["cubic", "mewa_fld", "mewa_fld_paced"]
+                .map(String::from)
+                .to_vec()
         );
     }
 

@@ -114,18 +114,38 @@ static __always_inline __u32 at_least_min(__u32 w)
 	return w > MIN_CWND ? w : MIN_CWND;
 }
 
-SEC("struct_ops")
-void BPF_PROG(fld_init, struct sock *sk)
+static __always_inline void fld_start(struct sock *sk)
 {
 	struct fld *ca = fld_of(sk);
 
 	ca->target = 0;
 	ca->lost_at_start = 0;
+	apply_requested_window(sk);
+}
+
+SEC("struct_ops")
+void BPF_PROG(fld_init, struct sock *sk)
+{
+	fld_start(sk);
 	/* A socket that bbr initialised keeps pacing after a switch to
 	 * another control (GUIDE §3); FLD_TCP is window-based, so no
 	 * pacing unless a qdisc asks for it. */
 	sk->sk_pacing_status = SK_PACING_NONE;
-	apply_requested_window(sk);
+}
+
+SEC("struct_ops")
+void BPF_PROG(fld_paced_init, struct sock *sk)
+{
+	fld_start(sk);
+	/* mewa_fld_paced: the same window, sent by the kernel's own pacing
+	 * (tcp_internal_pacing, no qdisc needed) at tcp_pacing_ss_ratio
+	 * (200 %) of cwnd / srtt in slow start and tcp_pacing_ca_ratio
+	 * (120 %) after. A window that triples leaves in a burst of up to
+	 * three times what the last round trip delivered; a shallow queue
+	 * kept full by other flows drops the burst's tail, which a short
+	 * flow can only repair by a loss probe or a timeout. Paced, the
+	 * window's segments reach the queue spread over the round trip. */
+	sk->sk_pacing_status = SK_PACING_NEEDED;
 }
 
 /* Whether the window limited the sender, as the kernel's
@@ -267,17 +287,29 @@ __u32 BPF_PROG(fld_sndbuf_expand, struct sock *sk)
 	return 3;
 }
 
+/* The hooks of both FLD_TCP controls: they differ in init() alone. */
+#define FLD_HOOKS                                         \
+	.cong_avoid = (void *)fld_cong_avoid,             \
+	.ssthresh = (void *)fld_ssthresh,                 \
+	.pkts_acked = (void *)fld_pkts_acked,             \
+	.set_state = (void *)fld_set_state,               \
+	.cwnd_event = (void *)fld_cwnd_event,             \
+	.undo_cwnd = (void *)fld_undo_cwnd,               \
+	.sndbuf_expand = (void *)fld_sndbuf_expand
+
 SEC(".struct_ops")
 struct tcp_congestion_ops mewa_fld = {
 	.init = (void *)fld_init,
-	.cong_avoid = (void *)fld_cong_avoid,
-	.ssthresh = (void *)fld_ssthresh,
-	.pkts_acked = (void *)fld_pkts_acked,
-	.set_state = (void *)fld_set_state,
-	.cwnd_event = (void *)fld_cwnd_event,
-	.undo_cwnd = (void *)fld_undo_cwnd,
-	.sndbuf_expand = (void *)fld_sndbuf_expand,
+	FLD_HOOKS,
 	.name = "mewa_fld",
+};
+
+/* FLD_TCP paced: every rule of mewa_fld, and the kernel paces the window. */
+SEC(".struct_ops")
+struct tcp_congestion_ops mewa_fld_paced = {
+	.init = (void *)fld_paced_init,
+	FLD_HOOKS,
+	.name = "mewa_fld_paced",
 };
 
 /* ------------------------------------------------------------ mewa_iw */
