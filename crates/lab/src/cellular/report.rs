@@ -532,3 +532,54 @@ pub fn report(
         folder,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A load as an older `runs.jsonl` line has it: no `browser`, no
+    /// `handshakes`.
+    fn old_line(setting: &str, protocol: &str, plt: f64) -> serde_json::Value {
+        serde_json::json!({
+            "radio": "3g", "network": "fixed", "setting": setting, "protocol": protocol,
+            "page": "p", "seq": 0, "radio_state": "umts_idle", "promotions": 1,
+            "plt_s": plt, "failed": 0, "new_connections": 1, "reused_connections": 0,
+            "start_unix_us": 0, "down_bytes": 0, "avg_kbps": null, "max_kbps": null,
+            "cwnd_avg": null, "cwnd_max": null, "server": {}, "client": {},
+            "wire_down": {"spurious": 0, "genuine": 0, "partial": 0, "spurious_syn": 0},
+            "wire_up": {"spurious": 0, "genuine": 0, "partial": 0, "spurious_syn": 0}
+        })
+    }
+
+    #[test]
+    fn old_runs_read_as_the_loaders_and_each_browser_has_its_own_rows() {
+        let old: CellRun = serde_json::from_value(old_line("base", "h2", 2.0)).unwrap();
+        assert_eq!((old.browser.as_str(), old.handshakes), ("loader", 0));
+        let mut chromium: CellRun = serde_json::from_value(old_line("base", "h2", 3.0)).unwrap();
+        chromium.browser = super::super::CHROMIUM.into();
+        let config = CellularConfig {
+            radios: vec!["3g".into()],
+            settings: vec!["base".into()],
+            protocols: vec!["h2".into()],
+            ..CellularConfig::default()
+        };
+        let r = report(&config, vec![chromium, old], Vec::new(), None);
+        let table = |csv: &str| &r.sections.iter().find(|s| s.csv == csv).unwrap().table;
+        // Table 2: the loader's block first, then Chromium's, each with
+        // its own mean PLT (Cubic HTTP/2 is the ninth column).
+        let t2 = table("table2.csv");
+        assert_eq!(t2.rows.len(), 2 * TABLE2.len());
+        assert_eq!(
+            (t2.rows[0][0].as_str(), t2.rows[0][8].as_str()),
+            ("loader", "2000")
+        );
+        let c = &t2.rows[TABLE2.len()];
+        assert_eq!((c[0].as_str(), c[8].as_str()), ("Chromium", "3000"));
+        let knobs = table("knobs.csv");
+        let labels: Vec<&str> = knobs.rows.iter().map(|r| r[0].as_str()).collect();
+        assert_eq!(labels, ["loader", "Chromium"]);
+        // Every row of runs.csv has a cell per header.
+        let runs = table("runs.csv");
+        assert!(runs.rows.iter().all(|r| r.len() == runs.headers.len()));
+    }
+}
