@@ -19,12 +19,12 @@
 //!    temporary directory (a cold load: empty cache, no cookies), removed
 //!    afterwards; with Chromium's sandbox, and, when the edge is root, as
 //!    an unprivileged user ([`TraceOptions::user`], see "Privileges").
-//! 2. It speaks CDP itself over chromiumoxide's WebSocket [`Connection`],
-//!    with events kept as raw JSON. chromiumoxide's typed event decoder
-//!    follows one protocol revision and drops any event it cannot decode — a
-//!    newer Chromium adding one enum value (a resource type, a security
-//!    state) would silently lose requests — whereas the importer reads only
-//!    the fields it needs and tolerates the rest.
+//! 2. It speaks CDP itself ([`crate::devtools`], over chromiumoxide's
+//!    WebSocket connection), with events kept as raw JSON. chromiumoxide's
+//!    typed event decoder follows one protocol revision and drops any event
+//!    it cannot decode — a newer Chromium adding one enum value (a resource
+//!    type, a security state) would silently lose requests — whereas the
+//!    importer reads only the fields it needs and tolerates the rest.
 //! 3. A blank tab is created and attached (flat sessions); `Page` and
 //!    `Network` are enabled, and auto-attach makes out-of-process iframes and
 //!    workers report their requests too. Then `Page.navigate`.
@@ -81,19 +81,16 @@
 //! for a phone; and on a slow edge→origin path parsing hides behind
 //! transfers, which lowers the figure too.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use chromiumoxide::cdp::browser_protocol::target::SessionId;
-use chromiumoxide::conn::Connection;
-use chromiumoxide::error::CdpError;
-use chromiumoxide::types::{EventMessage, Message, Method, MethodId};
-use futures_util::StreamExt;
 use mewa_hint::import::{import_cdp, ImportError};
 use mewa_hint::page::{host_of, strip_fragment, PageMeta};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{json, Value};
+
+use crate::devtools::{Cdp, Chromium, DevtoolsError};
 
 /// Chromium flags (without the leading `--`) besides the headless mode,
 /// the profile and the DevTools port, which [`chromium_command`] adds.
@@ -153,9 +150,6 @@ const RECORDED: [&str; 10] = [
     "Page.frameNavigated",
     "Page.loadEventFired",
 ];
-
-/// How long a closing browser may take before it is killed.
-const CLOSE_WAIT: Duration = Duration::from_secs(3);
 
 /// How a page is traced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -276,6 +270,16 @@ pub enum TraceError {
     /// The recorded log could not be turned into a page.
     #[error(transparent)]
     Import(#[from] ImportError),
+}
+
+impl From<DevtoolsError> for TraceError {
+    fn from(e: DevtoolsError) -> TraceError {
+        match e {
+            DevtoolsError::Launch { path, message } => TraceError::Launch { path, message },
+            DevtoolsError::Sandbox { line } => TraceError::Sandbox { line },
+            DevtoolsError::Protocol(m) => TraceError::Protocol(m),
+        }
+    }
 }
 
 /// The load's timing, from the DevTools timestamps (see the module docs).
@@ -577,13 +581,12 @@ pub async fn trace_page(
     let run_as = run_as(nix::unistd::geteuid().as_raw(), &opts.user, lookup_user)?;
     let profile = Profile::create(run_as)?;
     let command = chromium_command(chromium, &profile.0, opts, run_as);
-    let mut browser = Chromium::launch(&command, deadline).await?;
-    let mut cdp = match Connection::<RawEvent>::connect(&browser.ws_url).await {
-        Ok(conn) => Cdp::new(conn, deadline),
+    let mut browser = Chromium::launch(command.to_command(), chromium, deadline).await?;
+    let mut cdp = match browser.connect(deadline).await {
+        Ok(cdp) => cdp,
         Err(e) => {
-            let e = TraceError::Protocol(format!("connecting to {}: {e}", browser.ws_url));
             browser.close(None).await;
-            return Err(e);
+            return Err(e.into());
         }
     };
     let recorded = record(&mut cdp, &url, opts).await;
@@ -657,6 +660,23 @@ pub struct ChromiumCommand {
     pub run_as: Option<Account>,
 }
 
+impl ChromiumCommand {
+    /// The process to start: the program with its arguments and
+    /// environment, as [`ChromiumCommand::run_as`] (setting a uid as root
+    /// also drops root's supplementary groups: the standard library calls
+    /// setgroups(0)).
+    pub fn to_command(&self) -> std::process::Command {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = std::process::Command::new(&self.program);
+        cmd.args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
+        if let Some(a) = self.run_as {
+            cmd.uid(a.uid).gid(a.gid);
+        }
+        cmd
+    }
+}
+
 /// The command that starts `chromium` for one trace with `opts` in the
 /// profile directory `profile`, as `run_as` ([`run_as`]): headless, the
 /// flags of [`CHROMIUM_FLAGS`], chromiumoxide's former defaults, the
@@ -703,119 +723,7 @@ pub fn chromium_command(
     }
 }
 
-/// The line of Chromium's stderr that says its sandbox cannot start, if
-/// one does: no usable namespace sandbox (user namespaces off, or refused
-/// by AppArmor or a container), a SUID helper set up wrong, or root.
-pub fn sandbox_failure(stderr: &str) -> Option<&str> {
-    const SIGNS: [&str; 4] = [
-        "No usable sandbox",
-        "without --no-sandbox is not supported",
-        "SUID sandbox helper binary",
-        "Failed to move to new namespace",
-    ];
-    stderr
-        .lines()
-        .find(|l| SIGNS.iter().any(|s| l.contains(s)))
-        .map(str::trim)
-}
-
-/// The most of Chromium's stderr kept for an error message (it logs many
-/// harmless lines, D-Bus ones on a server).
-const STDERR_KEPT: usize = 64 * 1024;
-
-/// A running Chromium: the process and its DevTools WebSocket address.
-struct Chromium {
-    child: tokio::process::Child,
-    ws_url: String,
-}
-
-impl Chromium {
-    /// Starts `command` and waits (until `deadline`) for the DevTools
-    /// address it prints on stderr; the rest of stderr is then read and
-    /// dropped, so that Chromium never blocks on a full pipe.
-    async fn launch(
-        command: &ChromiumCommand,
-        deadline: tokio::time::Instant,
-    ) -> Result<Chromium, TraceError> {
-        use std::os::unix::process::CommandExt;
-        use tokio::io::AsyncBufReadExt;
-        let launch_err = |message: String| TraceError::Launch {
-            path: command.program.clone(),
-            message,
-        };
-        let mut cmd = std::process::Command::new(&command.program);
-        cmd.args(&command.args)
-            .envs(command.env.iter().map(|(k, v)| (k, v)))
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped());
-        if let Some(a) = command.run_as {
-            // Also drops root's supplementary groups (the standard library
-            // calls setgroups(0) when root sets a uid).
-            cmd.uid(a.uid).gid(a.gid);
-        }
-        let mut cmd = tokio::process::Command::from(cmd);
-        cmd.kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|e| launch_err(e.to_string()))?;
-        let Some(stderr) = child.stderr.take() else {
-            return Err(launch_err(
-                "no stderr to read the DevTools address from".into(),
-            ));
-        };
-        let mut lines = tokio::io::BufReader::new(stderr);
-        let mut said = String::new();
-        let mut line = String::new();
-        let failed = loop {
-            line.clear();
-            match tokio::time::timeout_at(deadline, lines.read_line(&mut line)).await {
-                Err(_) => break "no DevTools address before the tracer timeout".to_string(),
-                Ok(Err(e)) => break format!("reading its output: {e}"),
-                Ok(Ok(0)) => break "it exited".to_string(),
-                Ok(Ok(_)) => {}
-            }
-            if let Some((_, ws)) = line.rsplit_once("listening on ") {
-                let ws = ws.trim();
-                if ws.starts_with("ws") && ws.contains("devtools/browser") {
-                    let ws_url = ws.to_string();
-                    tokio::spawn(async move {
-                        let _ = tokio::io::copy(&mut lines, &mut tokio::io::sink()).await;
-                    });
-                    return Ok(Chromium { child, ws_url });
-                }
-            }
-            if said.len() < STDERR_KEPT {
-                said.push_str(&line);
-            }
-        };
-        let _ = child.start_kill();
-        let status = child.wait().await;
-        if let Some(l) = sandbox_failure(&said) {
-            return Err(TraceError::Sandbox {
-                line: l.to_string(),
-            });
-        }
-        let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
-        Err(launch_err(format!(
-            "{failed} ({status}); its output:\n{}",
-            said.trim_end()
-        )))
-    }
-
-    /// Closes the browser: `Browser.close` when there is a connection,
-    /// then waits for the process; kills it when it does not exit in time.
-    async fn close(&mut self, cdp: Option<&mut Cdp>) {
-        if let Some(cdp) = cdp {
-            cdp.deadline = tokio::time::Instant::now() + CLOSE_WAIT;
-            let _ = cdp.call("Browser.close", None, json!({})).await;
-        }
-        if !matches!(
-            tokio::time::timeout(CLOSE_WAIT, self.child.wait()).await,
-            Ok(Ok(_))
-        ) {
-            let _ = self.child.kill().await;
-        }
-    }
-}
+pub use crate::devtools::sandbox_failure;
 
 /// A fresh Chromium profile directory, private to the account Chromium
 /// runs as, removed on drop.
@@ -858,171 +766,15 @@ impl Drop for Profile {
     }
 }
 
-/// A CDP event as JSON: the method, the flat session it came from, and the
-/// parameters untouched.
-#[derive(Debug, Deserialize)]
-struct RawEvent {
-    method: MethodId,
-    #[serde(rename = "sessionId", default)]
-    session_id: Option<String>,
-    #[serde(default)]
-    params: Value,
-}
-
-impl Method for RawEvent {
-    fn identifier(&self) -> MethodId {
-        self.method.clone()
-    }
-}
-
-impl EventMessage for RawEvent {
-    fn session_id(&self) -> Option<&str> {
-        self.session_id.as_deref()
-    }
-}
-
-/// A minimal CDP client over one WebSocket: commands, their answers, and the
-/// events in order, everything before `deadline`.
-struct Cdp {
-    conn: Connection<RawEvent>,
-    /// Events that arrived while waiting for an answer.
-    queued: VecDeque<RawEvent>,
-    deadline: tokio::time::Instant,
-}
-
-/// What waiting for the next message gave.
-enum Next {
-    Msg(Message<RawEvent>),
-    TimedOut,
-}
-
-impl Cdp {
-    fn new(conn: Connection<RawEvent>, deadline: tokio::time::Instant) -> Cdp {
-        Cdp {
-            conn,
-            queued: VecDeque::new(),
-            deadline,
-        }
-    }
-
-    /// Queues a command; it goes out when the connection is next polled.
-    fn send(
-        &mut self,
-        method: &'static str,
-        session: Option<&str>,
-        params: Value,
-    ) -> Result<chromiumoxide::types::CallId, TraceError> {
-        self.conn
-            .submit_command(method.into(), session.map(SessionId::new), params)
-            .map_err(|e| TraceError::Protocol(format!("{method}: {e}")))
-    }
-
-    /// The next message before `until` (and the deadline). Messages that
-    /// are not JSON of the CDP shape are skipped.
-    async fn next(&mut self, until: tokio::time::Instant) -> Result<Next, TraceError> {
-        let until = until.min(self.deadline);
-        loop {
-            match tokio::time::timeout_at(until, self.conn.next()).await {
-                Err(_) => return Ok(Next::TimedOut),
-                Ok(None) => {
-                    return Err(TraceError::Protocol(
-                        "Chromium closed the DevTools connection (crashed?)".into(),
-                    ))
-                }
-                Ok(Some(Ok(m))) => return Ok(Next::Msg(m)),
-                Ok(Some(Err(CdpError::InvalidMessage(..)))) => {}
-                Ok(Some(Err(e))) => return Err(TraceError::Protocol(e.to_string())),
-            }
-        }
-    }
-
-    /// Sends a command and waits for its answer, queueing events meanwhile.
-    /// `None` when the deadline passed first.
-    async fn call(
-        &mut self,
-        method: &'static str,
-        session: Option<&str>,
-        params: Value,
-    ) -> Result<Option<Value>, TraceError> {
-        let id = self.send(method, session, params)?;
-        loop {
-            match self.next(self.deadline).await? {
-                Next::TimedOut => return Ok(None),
-                Next::Msg(Message::Response(r)) if r.id == id => {
-                    if let Some(e) = r.error {
-                        return Err(TraceError::Protocol(format!(
-                            "{method}: {} (code {})",
-                            e.message, e.code
-                        )));
-                    }
-                    return Ok(Some(r.result.unwrap_or(Value::Null)));
-                }
-                // Answers to commands sent without waiting.
-                Next::Msg(Message::Response(_)) => {}
-                Next::Msg(Message::Event(ev)) => self.queued.push_back(ev),
-            }
-        }
-    }
-
-    /// The next event before `until`: queued ones first.
-    async fn event(&mut self, until: tokio::time::Instant) -> Result<Option<RawEvent>, TraceError> {
-        if let Some(ev) = self.queued.pop_front() {
-            return Ok(Some(ev));
-        }
-        loop {
-            match self.next(until).await? {
-                Next::TimedOut => return Ok(None),
-                Next::Msg(Message::Event(ev)) => return Ok(Some(ev)),
-                Next::Msg(Message::Response(_)) => {}
-            }
-        }
-    }
-}
-
-/// `Target.setAutoAttach` parameters: child targets (out-of-process iframes,
-/// workers) pause until their `Network` is enabled, so no request is missed.
-fn auto_attach() -> Value {
-    json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true})
-}
-
 /// Loads `url` in a new tab and returns the recorded log.
 async fn record(cdp: &mut Cdp, url: &str, opts: &TraceOptions) -> Result<Vec<Value>, TraceError> {
     let timeout = || TraceError::Timeout {
         url: url.to_string(),
         after: opts.timeout,
     };
-    let field = |v: &Value, name: &str, what: &str| -> Result<String, TraceError> {
-        v.get(name)
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .ok_or_else(|| TraceError::Protocol(format!("{what} answered without `{name}`")))
-    };
-    let target = cdp
-        .call("Target.createTarget", None, json!({"url": "about:blank"}))
-        .await?
-        .ok_or_else(timeout)?;
-    let target_id = field(&target, "targetId", "Target.createTarget")?;
-    let attached = cdp
-        .call(
-            "Target.attachToTarget",
-            None,
-            json!({"targetId": target_id, "flatten": true}),
-        )
-        .await?
-        .ok_or_else(timeout)?;
-    let main = field(&attached, "sessionId", "Target.attachToTarget")?;
-    for (method, params) in [
-        ("Page.enable", json!({})),
-        ("Network.enable", json!({})),
-        ("Network.setCacheDisabled", json!({"cacheDisabled": true})),
-        ("Target.setAutoAttach", auto_attach()),
-    ] {
-        cdp.call(method, Some(&main), params)
-            .await?
-            .ok_or_else(timeout)?;
-    }
+    let main = cdp.open_uncached_tab().await?.ok_or_else(timeout)?;
     // Whatever about:blank produced is not part of the page.
-    cdp.queued.clear();
+    cdp.clear_queued();
     let nav = cdp
         .call("Page.navigate", Some(&main), json!({"url": url}))
         .await?
@@ -1040,7 +792,7 @@ async fn record(cdp: &mut Cdp, url: &str, opts: &TraceOptions) -> Result<Vec<Val
     let mut loaded: Option<tokio::time::Instant> = None;
     let mut last_network = tokio::time::Instant::now();
     loop {
-        let deadline = cdp.deadline;
+        let deadline = cdp.deadline();
         let after = |t: tokio::time::Instant, d: Duration| t.checked_add(d).unwrap_or(deadline);
         let until = match loaded {
             None => deadline,
@@ -1061,16 +813,8 @@ async fn record(cdp: &mut Cdp, url: &str, opts: &TraceOptions) -> Result<Vec<Val
         let session = session.to_string();
         let method = ev.method.as_ref();
         if method == "Target.attachedToTarget" {
-            if let Some(child) = ev.params.get("sessionId").and_then(Value::as_str) {
-                sessions.insert(child.to_string());
-                for (m, p) in [
-                    ("Network.enable", json!({})),
-                    ("Network.setCacheDisabled", json!({"cacheDisabled": true})),
-                    ("Target.setAutoAttach", auto_attach()),
-                    ("Runtime.runIfWaitingForDebugger", json!({})),
-                ] {
-                    cdp.send(m, Some(child), p)?;
-                }
+            if let Some(child) = cdp.follow_child(&ev.params)? {
+                sessions.insert(child);
             }
             continue;
         }

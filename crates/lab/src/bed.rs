@@ -390,6 +390,27 @@ impl Bed {
         }
     }
 
+    /// Chromium's `--host-resolver-rules` for loads of `pages` only: each
+    /// of their hosts to where the testbed serves it, and every other name
+    /// not found. A browser kept open for a session makes requests of its
+    /// own that `--disable-background-networking` does not stop (Chromium
+    /// 156: network time from clients2.google.com, component updates,
+    /// accounts.google.com, optimization-guide models); under `MAP *` they
+    /// reached the origin across the link, woke the radio before a load
+    /// and during think time, and opened connections of their own. Failing
+    /// their lookups keeps them off the link.
+    pub fn chromium_resolver_rules_for(&self, pages: &[Page]) -> String {
+        let mut rules: Vec<String> = pages
+            .iter()
+            .flat_map(|p| p.hosts())
+            .map(|h| format!("MAP {h} {}", self.addr_of(h)))
+            .collect();
+        rules.sort();
+        rules.dedup();
+        rules.push("MAP * ~NOTFOUND".into());
+        rules.join(",")
+    }
+
     /// `opts` with the testbed's names ([`Bed::resolver`]), ports and CA.
     pub fn options(&self, opts: LoadOptions) -> LoadOptions {
         LoadOptions {

@@ -32,6 +32,9 @@
 //!   the link's pcaps (seed 003).
 //! - [`cellular`]: seed 003's cellular TCP study — pages in sequence over
 //!   the 3G and LTE radio models, the TCP knobs, and the RTO floor.
+//! - [`chromium`]: headless Chromium as a browsing session (one profile,
+//!   one tab, many loads, sockets kept) driven over DevTools; the
+//!   cellular study's headline browser.
 //! - [`meh`]: seed 000's Mobile Edge Hint experiment — client, edge and
 //!   origin in three namespaces, each page with and without the hint.
 //! - [`tcpinfo`]: every TCP socket's `tcp_info` (window, RTT, RTOs) in a
@@ -42,6 +45,7 @@ pub mod baseline;
 pub mod bed;
 pub mod bulk;
 pub mod cellular;
+pub mod chromium;
 pub mod cross;
 pub mod experiment;
 pub mod fld;

@@ -290,6 +290,27 @@ fn accel_experiment_runs_in_chromium() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// A cellular study of one session per setting: meh15-01 loaded twice
+/// over HTTP/2 on fixed-rate 3G, results under `out`.
+fn cellular_config(tag: &str, out: &std::path::Path) -> mewa_lab::cellular::CellularConfig {
+    mewa_lab::cellular::CellularConfig {
+        corpus: mewa_lab::experiment::CorpusChoice {
+            path: None,
+            pages: vec!["meh15-01".into()],
+        },
+        origin: mewa_lab::experiment::OriginChoice {
+            ca_dir: Some(ca_dir(tag)),
+            ..Default::default()
+        },
+        radios: vec!["3g".into()],
+        networks: vec!["fixed".into()],
+        protocols: vec!["h2".into()],
+        loads: 2,
+        out: out.to_path_buf(),
+        ..mewa_lab::cellular::CellularConfig::default()
+    }
+}
+
 /// `mewa lab cellular` end to end on 3G with think time: the second load of
 /// a session reuses the first one's HTTP/2 connection, starts with the
 /// radio in CELL_FACH and pays a promotion; the server's window is sampled;
@@ -303,21 +324,9 @@ fn cellular_study_reuses_connections_across_a_promotion() {
     }
     let out = std::env::temp_dir().join(format!("mewa-lab-cell-{}", std::process::id()));
     let config = mewa_lab::cellular::CellularConfig {
-        corpus: mewa_lab::experiment::CorpusChoice {
-            path: None,
-            pages: vec!["meh15-01".into()],
-        },
-        origin: mewa_lab::experiment::OriginChoice {
-            ca_dir: Some(ca_dir("cellular")),
-            ..Default::default()
-        },
-        radios: vec!["3g".into()],
         settings: vec!["base".into(), "rto-floor".into()],
-        protocols: vec!["h2".into()],
-        loads: 2,
         think_s: 7.0,
-        out: out.clone(),
-        ..mewa_lab::cellular::CellularConfig::default()
+        ..cellular_config("cellular", &out)
     };
     let report = mewa_lab::cellular::run(&config, &Progress::none()).unwrap();
     let runs: Vec<mewa_lab::cellular::CellRun> =
@@ -350,5 +359,60 @@ fn cellular_study_reuses_connections_across_a_promotion() {
     // 3G's promotion is 2 s; the floor is 2.2 s on top of the RTT.
     assert!(fix.iter().all(|&ms| ms >= 2200), "{fix:?}");
     assert!(base.iter().any(|&ms| ms < 2000), "{base:?}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `mewa lab cellular --browser chromium` end to end: one headless
+/// Chromium (one profile) loads a page twice on 3G with 12 s of think time
+/// between. Both loads have Chromium's onload time; the second starts with
+/// the radio demoted to CELL_FACH and pays a promotion, and goes over the
+/// first load's HTTP/2 connection: Chromium reports the connection reused
+/// and the link sees no new handshake.
+#[test]
+fn cellular_study_in_chromium_keeps_its_connection_across_think_time() {
+    let name = "cellular_study_in_chromium_keeps_its_connection_across_think_time";
+    if skip(name) {
+        return;
+    }
+    let Some(chromium) = mewa_testkit::chromium(name) else {
+        return;
+    };
+    let out = std::env::temp_dir().join(format!("mewa-lab-cell-chromium-{}", std::process::id()));
+    let config = mewa_lab::cellular::CellularConfig {
+        settings: vec!["base".into()],
+        browser: mewa_lab::cellular::CHROMIUM.into(),
+        chromium,
+        think_s: 12.0,
+        ..cellular_config("cellular-chromium", &out)
+    };
+    let report = mewa_lab::cellular::run(&config, &Progress::none()).unwrap();
+    let runs: Vec<mewa_lab::cellular::CellRun> =
+        serde_json::from_value(report.json["runs"].clone()).unwrap();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    for r in &runs {
+        assert_eq!(r.browser, "chromium");
+        assert!(r.plt_s.is_some_and(|s| s > 0.3), "{r:?}");
+        assert_eq!(r.failed, 0, "{r:?}");
+        assert!(r.cwnd_max.is_some(), "{r:?}");
+    }
+    let (first, second) = (&runs[0], &runs[1]);
+    assert_eq!(first.radio_state, "umts_idle", "{first:?}");
+    assert!(
+        first.new_connections >= 1 && first.handshakes >= 1,
+        "{first:?}"
+    );
+    // 12 s after the first load the radio has left CELL_DCH (5 s) but not
+    // yet reached IDLE (17 s).
+    assert_eq!(second.radio_state, "umts_fach", "{second:?}");
+    assert!(second.promotions >= 1, "{second:?}");
+    assert_eq!(
+        (second.new_connections, second.handshakes),
+        (0, 0),
+        "{second:?}"
+    );
+    assert!(second.reused_connections >= 1, "{second:?}");
+    // The profile was removed with the session.
+    let folder = std::fs::read_dir(&out).unwrap().next().unwrap().unwrap();
+    assert!(!folder.path().join("work").exists());
     let _ = std::fs::remove_dir_all(&out);
 }

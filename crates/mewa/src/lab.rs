@@ -82,7 +82,9 @@ enum LabSub {
     /// (slow start after idle, the metrics cache, reno/cubic/bbr) and the
     /// RTO floor that covers the radio's promotion. Per load: PLT,
     /// throughput, the server's cwnd (TCP_INFO), timeouts, and spurious
-    /// retransmissions seen on the link. Needs root. Results: config.json,
+    /// retransmissions seen on the link. The built-in loader by default;
+    /// --browser chromium for headless Chromium (the headline table).
+    /// Needs root. Results: config.json,
     /// meta.json, table2.csv (seed 003 Table 2 beside ours), knobs.csv,
     /// fix.csv, runs.csv, report.md, cwnd-*.svg.
     Cellular(CellularArgs),
@@ -120,6 +122,15 @@ struct CellularArgs {
     /// Protocols: h1 (HTTP/1.1 over TLS, 6 per host), h2, h3 [default: h1,h2].
     #[arg(long, value_delimiter = ',')]
     protocol: Vec<String>,
+    /// The browser of every session: loader (the built-in loader, for
+    /// sweeps; PLT = last object done) or chromium (headless Chromium, one
+    /// process and profile per session kept across its loads, for the
+    /// headline table; PLT = its onload time) [default: loader].
+    #[arg(long, value_name = "loader|chromium")]
+    browser: Option<String>,
+    /// Chromium binary for --browser chromium [default: /usr/bin/chromium].
+    #[arg(long)]
+    chromium: Option<PathBuf>,
     /// Times each page is loaded per session [default: 2].
     #[arg(long)]
     loads: Option<usize>,
@@ -171,6 +182,12 @@ impl CellularArgs {
         }
         if !self.protocol.is_empty() {
             c.protocols = self.protocol.clone();
+        }
+        if let Some(b) = &self.browser {
+            c.browser = b.clone();
+        }
+        if let Some(b) = &self.chromium {
+            c.chromium = absolute(b)?;
         }
         c.loads = self.loads.unwrap_or(c.loads);
         c.think_s = self.think.unwrap_or(c.think_s);

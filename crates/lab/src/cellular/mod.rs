@@ -11,9 +11,12 @@
 //! Here a client loads pages in sequence with think time between them,
 //! through the link with the 3G or LTE radio model
 //! ([`mewa_link::core::radio`]), over fixed rates or a cellular trace, on
-//! one browsing session per protocol: the loader keeps its connections
-//! across loads ([`crate::loader::Session`]) as a browser does, so the
-//! connections go idle with the radio. Each setting changes one knob from
+//! one browsing session per protocol, so the connections go idle with the
+//! radio. The session's browser is the built-in loader, which keeps its
+//! connections across loads ([`crate::loader::Session`]) as a browser does
+//! (the sweeps), or headless Chromium itself, one process and one profile
+//! per session driven over DevTools ([`crate::chromium`]; the headline
+//! table). Each setting changes one knob from
 //! the base (Linux's defaults: Cubic, slow start after idle on, the metrics
 //! cache on):
 //!
@@ -23,7 +26,8 @@
 //! - `rto-floor`: the fix, a retransmission timeout that covers the radio's
 //!   promotion (see [`rto`] for how and why it is built this way).
 //!
-//! Per load: the page load time, the throughput the link delivered (average
+//! Per load: the page load time (the loader's last object done, or
+//! Chromium's own onload time), the throughput the link delivered (average
 //! and the best second), the server's congestion window (sampled from
 //! `TCP_INFO` through sock_diag, [`crate::tcpinfo`]), both ends'
 //! retransmissions and timeouts (the namespaces' TCP counters), and the
@@ -43,13 +47,14 @@ use mewa_link::core::{DelaySpec, DirectionConfig, LinkConfig, QueueSpec, RateSpe
 use mewa_link::runtime::{LinkOptions, Topology};
 use serde::{Deserialize, Serialize};
 
-use crate::bed::{set_sysctl, Bed, OriginSettings, CLIENT, SERVER};
+use crate::bed::{set_sysctl, Bed, BedError, OriginSettings, CLIENT, SERVER};
+use crate::chromium::{ChromiumSession, SessionProfile};
 use crate::experiment::{
     at_least_one, needs_root, read_traces, CorpusChoice, ExperimentError, OriginChoice, Progress,
     ResultFolder,
 };
 use crate::loader::{LoadOptions, Session};
-use crate::record::{LoadRecord, Protocol};
+use crate::record::Protocol;
 use crate::retrans::{self, Counts, Retransmission};
 use crate::tcpinfo::{self, Filter, RepairCounters, Sampler, SocketSeries};
 
@@ -180,6 +185,11 @@ pub struct CellularConfig {
     /// Protocols: `h1` (HTTP/1.1 over TLS, 6 connections per host), `h2`
     /// (HTTP/2 over TLS, one per origin), `h3`.
     pub protocols: Vec<String>,
+    /// The browser of every session: [`LOADER`] (the built-in loader, for
+    /// sweeps) or [`CHROMIUM`] (headless Chromium, for the headline table).
+    pub browser: String,
+    /// The Chromium binary, with [`CHROMIUM`].
+    pub chromium: PathBuf,
     /// Times each page is loaded in a session.
     pub loads: usize,
     /// Think time before each load, s (3G demotes to CELL_FACH after 5 s
@@ -208,6 +218,8 @@ impl Default for CellularConfig {
             networks: vec!["fixed".into()],
             settings: Knobs::NAMES.iter().map(|s| s.to_string()).collect(),
             protocols: vec!["h1".into(), "h2".into()],
+            browser: LOADER.into(),
+            chromium: PathBuf::from(crate::chromium::DEFAULT_CHROMIUM),
             loads: 2,
             think_s: 8.0,
             sample_ms: 20,
@@ -216,6 +228,25 @@ impl Default for CellularConfig {
             keep_pcaps: false,
             out: PathBuf::from("out/lab"),
         }
+    }
+}
+
+/// [`CellularConfig::browser`]: the built-in loader.
+pub const LOADER: &str = "loader";
+/// [`CellularConfig::browser`]: headless Chromium.
+pub const CHROMIUM: &str = "chromium";
+
+/// The browser of loads written before there was a choice.
+fn loader_name() -> String {
+    LOADER.into()
+}
+
+/// How a browser is named in the tables.
+pub fn browser_label(browser: &str) -> &str {
+    match browser {
+        LOADER => "loader",
+        CHROMIUM => "Chromium",
+        other => other,
     }
 }
 
@@ -239,6 +270,9 @@ fn runs_with(protocol: &str, knobs: &Knobs) -> bool {
 /// One page load of the study.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CellRun {
+    /// The browser that loaded it ([`LOADER`], [`CHROMIUM`]).
+    #[serde(default = "loader_name")]
+    pub browser: String,
     /// Radio (`3g`, `lte`).
     pub radio: String,
     /// Network (`fixed`, `trace`).
@@ -256,14 +290,25 @@ pub struct CellRun {
     pub radio_state: String,
     /// Radio promotions during the load.
     pub promotions: u64,
-    /// Load time (all objects done), s; `None` if it failed.
+    /// Page load time, s; `None` if it failed. The loader's: from its first
+    /// request to the last object done; Chromium's: its own onload time
+    /// (Navigation Timing `loadEventEnd − startTime`).
     pub plt_s: Option<f64>,
-    /// Objects that failed.
+    /// Objects that failed (Chromium: requests that failed, cancellations
+    /// not counted).
     pub failed: usize,
-    /// Connections the load opened, and those it reused from earlier loads.
+    /// Connections the load opened, and those it reused from earlier loads
+    /// (Chromium: connections that carried a response in this load, by
+    /// whether an earlier load had one on them; see [`crate::chromium`]).
     pub new_connections: usize,
     /// See [`CellRun::new_connections`].
     pub reused_connections: usize,
+    /// TCP handshakes the client began during the load as the link saw
+    /// them (distinct connections whose SYN crossed upstream, from the
+    /// load's start to the next load's): whatever the browser reports, a
+    /// load on kept connections has none.
+    #[serde(default)]
+    pub handshakes: u32,
     /// Load start, µs since the Unix epoch (to match the pcaps).
     pub start_unix_us: u64,
     /// Bytes the link delivered downstream during the load (IP).
@@ -293,6 +338,9 @@ pub struct CellRun {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoadTrace {
     /// Which load ([`CellRun`] fields).
+    #[serde(default = "loader_name")]
+    pub browser: String,
+    /// Radio.
     pub radio: String,
     /// Network.
     pub network: String,
@@ -488,6 +536,16 @@ pub fn run(
             });
         }
     }
+    match config.browser.as_str() {
+        LOADER => {}
+        CHROMIUM => crate::chromium::check_binary(&config.chromium)?,
+        other => {
+            return Err(ExperimentError::Config {
+                field: "--browser",
+                message: format!("{other}: give {LOADER} or {CHROMIUM}"),
+            })
+        }
+    }
     for n in &config.networks {
         for p in &profiles {
             link_for(p, n, config.queue_ms)?;
@@ -505,6 +563,8 @@ pub fn run(
     };
     let folder = ResultFolder::create(&config.out, "cellular", config)?;
     let pcaps = folder.path().join("pcap");
+    // Chromium's profiles, one per session, removed after it.
+    let work = folder.path().join("work");
     let sessions: usize = knobs
         .iter()
         .map(|k| config.protocols.iter().filter(|p| runs_with(p, k)).count())
@@ -576,14 +636,39 @@ pub fn run(
                         path: PathBuf::from("sock_diag"),
                         message: format!("sampling TCP_INFO in {SERVER}: {e}"),
                     })?;
-                    let mut opts = bed.options(LoadOptions::browser(protocol, true));
-                    opts.timeout = Duration::from_secs(config.timeout_s.max(1));
+                    let timeout = Duration::from_secs(config.timeout_s.max(1));
+                    let mut user_data = None;
+                    let browser = if config.browser == CHROMIUM {
+                        let p = SessionProfile::create(&work, &format!("{tag}-{proto}"))?;
+                        let cmd = crate::chromium::session_command(
+                            &bed,
+                            &corpus.pages,
+                            &config.chromium,
+                            p.path(),
+                            &settings.ca_dir,
+                            protocol,
+                        )?;
+                        user_data = Some(p);
+                        SessionBrowser::Chromium {
+                            cmd,
+                            path: config.chromium.clone(),
+                            protocol,
+                            timeout,
+                        }
+                    } else {
+                        let mut opts = bed.options(LoadOptions::browser(protocol, true));
+                        opts.timeout = timeout;
+                        SessionBrowser::Loader(opts)
+                    };
                     let label =
                         |seq: usize, page: &Page| format!("{tag} {proto} {} #{seq}", page.name);
                     let done_before = runs.len() + pending.len();
-                    let session = session(&bed, topo, opts, &corpus.pages, config, |seq, page| {
-                        progress.step(done_before + seq, total, &label(seq, page))
-                    })?;
+                    let session =
+                        session(&bed, topo, browser, &corpus.pages, config, |seq, page| {
+                            progress.step(done_before + seq, total, &label(seq, page))
+                        });
+                    drop(user_data);
+                    let session = session?;
                     // A sampler that failed leaves the cwnd columns empty;
                     // the loads still count.
                     let samples = match sampler.stop() {
@@ -594,11 +679,14 @@ pub fn run(
                         }
                     };
                     for (seq, s) in session.into_iter().enumerate() {
-                        let (page, record, at_start) = s;
+                        let (page, loaded, at_start) = s;
                         pending.push(Pending {
                             end_unix_us: at_start.start_unix_us
-                                + record.done_us.unwrap_or(config.timeout_s * 1_000_000),
+                                + loaded
+                                    .plt_s
+                                    .map_or(config.timeout_s * 1_000_000, |s| (s * 1e6) as u64),
                             run: CellRun {
+                                browser: config.browser.clone(),
                                 radio: profile.name.clone(),
                                 network: network.clone(),
                                 setting: k.name.clone(),
@@ -607,18 +695,11 @@ pub fn run(
                                 seq,
                                 radio_state: at_start.radio_state.clone(),
                                 promotions: at_start.promotions,
-                                plt_s: record.done_us.map(|us| us as f64 / 1e6),
-                                failed: record.objects.iter().filter(|o| !o.ok()).count(),
-                                new_connections: record
-                                    .connections
-                                    .iter()
-                                    .filter(|c| !c.reused)
-                                    .count(),
-                                reused_connections: record
-                                    .connections
-                                    .iter()
-                                    .filter(|c| c.reused)
-                                    .count(),
+                                plt_s: loaded.plt_s,
+                                failed: loaded.failed,
+                                new_connections: loaded.new_connections,
+                                reused_connections: loaded.reused_connections,
+                                handshakes: 0,
                                 start_unix_us: at_start.start_unix_us,
                                 down_bytes: 0,
                                 avg_kbps: None,
@@ -665,6 +746,7 @@ pub fn run(
     if !config.keep_pcaps {
         let _ = std::fs::remove_dir(&pcaps);
     }
+    let _ = std::fs::remove_dir_all(&work);
     drop(cgroup);
     progress.step(total, total, "done");
     Ok(report(config, runs, traces, Some(folder)))
@@ -705,24 +787,131 @@ struct AtStart {
     client: RepairCounters,
 }
 
+/// The browser of one session, before it starts.
+enum SessionBrowser {
+    /// The built-in loader with these options.
+    Loader(LoadOptions),
+    /// Headless Chromium started with `cmd`
+    /// ([`crate::chromium::session_command`]; `path` names it in errors),
+    /// over `protocol`, each load within `timeout`.
+    Chromium {
+        cmd: std::process::Command,
+        path: PathBuf,
+        protocol: Protocol,
+        timeout: Duration,
+    },
+}
+
+/// A session's browser, running.
+enum Driver {
+    Loader(Session),
+    Chromium(Box<ChromiumSession>, Protocol),
+}
+
+/// What one load of a session gave, whichever browser loaded it.
+struct Loaded {
+    plt_s: Option<f64>,
+    failed: usize,
+    new_connections: usize,
+    reused_connections: usize,
+}
+
+/// A browser that can no longer be driven, as the testbed's error.
+fn chromium_failed(e: mewa_edge::devtools::DevtoolsError) -> BedError {
+    BedError::Runtime(format!("Chromium: {e}"))
+}
+
+impl Driver {
+    /// Starts the session's browser (on the calling runtime).
+    async fn start(browser: SessionBrowser) -> Result<Driver, BedError> {
+        Ok(match browser {
+            SessionBrowser::Loader(opts) => Driver::Loader(Session::new(opts)?),
+            SessionBrowser::Chromium {
+                cmd,
+                path,
+                protocol,
+                timeout,
+            } => Driver::Chromium(
+                Box::new(
+                    ChromiumSession::start(cmd, &path, timeout)
+                        .await
+                        .map_err(chromium_failed)?,
+                ),
+                protocol,
+            ),
+        })
+    }
+
+    /// Loads `page` (Chromium navigates to `url`) on the session's
+    /// connections.
+    async fn load(&mut self, page: &Page, url: &str) -> Result<Loaded, BedError> {
+        match self {
+            Driver::Loader(session) => {
+                let record = session.load(page).await?;
+                Ok(Loaded {
+                    plt_s: record.done_us.map(|us| us as f64 / 1e6),
+                    failed: record.objects.iter().filter(|o| !o.ok()).count(),
+                    new_connections: record.connections.iter().filter(|c| !c.reused).count(),
+                    reused_connections: record.connections.iter().filter(|c| c.reused).count(),
+                })
+            }
+            Driver::Chromium(session, protocol) => {
+                let load = session.load(url).await.map_err(chromium_failed)?;
+                if let Some(e) = &load.error {
+                    tracing::warn!("Chromium, {}: {e}", page.name);
+                }
+                if let Some(f) = &load.first_failure {
+                    tracing::warn!(
+                        "Chromium, {}: {} requests failed, first {f}",
+                        page.name,
+                        load.failed
+                    );
+                }
+                let want = crate::chromium::alpn(*protocol);
+                if let Some(got) = load.document_protocol.as_deref().filter(|p| *p != want) {
+                    tracing::warn!("Chromium loaded {} over {got}, not {want}", page.name);
+                }
+                Ok(Loaded {
+                    plt_s: load.plt_s,
+                    failed: load.failed,
+                    new_connections: load.new_connections,
+                    reused_connections: load.reused_connections,
+                })
+            }
+        }
+    }
+
+    /// Ends the session: the loader's connections close, Chromium exits.
+    async fn close(self) {
+        match self {
+            Driver::Loader(session) => session.close(),
+            Driver::Chromium(session, _) => session.close().await,
+        }
+    }
+}
+
 /// One browsing session: every page `config.loads` times, in order, with
-/// the think time before each load, on one [`Session`] in the client's
-/// namespace.
+/// the think time before each load, on one browser (its connections kept
+/// from load to load) in the client's namespace.
 fn session(
     bed: &Bed,
     topo: &Topology,
-    opts: LoadOptions,
+    browser: SessionBrowser,
     pages: &[Page],
     config: &CellularConfig,
     step: impl Fn(usize, &Page) + Sync,
-) -> Result<Vec<(String, LoadRecord, AtStart)>, ExperimentError> {
+) -> Result<Vec<(String, Loaded, AtStart)>, ExperimentError> {
     let think = Duration::from_secs_f64(config.think_s);
+    let urls: Vec<String> = pages
+        .iter()
+        .map(|p| crate::replay::browser_url(bed, p))
+        .collect();
     let out = bed.in_client(|| async {
-        let session = Session::new(opts)?;
+        let mut driver = Driver::start(browser).await?;
         let mut out = Vec::new();
         let mut seq = 0;
         for _ in 0..config.loads {
-            for page in pages {
+            for (page, url) in pages.iter().zip(&urls) {
                 step(seq, page);
                 if seq > 0 {
                     tokio::time::sleep(think).await;
@@ -733,7 +922,7 @@ fn session(
                     tcpinfo::counters_in(topo, CLIENT),
                 );
                 let start_unix_us = unix_us();
-                let record = session.load(page).await?;
+                let loaded = driver.load(page, url).await?;
                 let after_stats = topo.link_stats(CLIENT, SERVER).ok();
                 let after = (
                     tcpinfo::counters_in(topo, SERVER),
@@ -741,7 +930,7 @@ fn session(
                 );
                 out.push((
                     page.name.clone(),
-                    record,
+                    loaded,
                     AtStart {
                         start_unix_us,
                         radio_state: stats
@@ -761,10 +950,10 @@ fn session(
                 seq += 1;
             }
         }
-        session.close();
-        Ok::<_, crate::loader::LoadError>(out)
+        driver.close().await;
+        Ok::<_, BedError>(out)
     })?;
-    out.map_err(|e| ExperimentError::Bed(e.into()))
+    Ok(out?)
 }
 
 /// The radio state's name as the report prints it.
@@ -781,10 +970,14 @@ struct Wire {
     down_packets: Vec<(u64, u32)>,
     down: Vec<Retransmission>,
     up: Vec<Retransmission>,
+    /// When each connection's first SYN crossed upstream (the client's
+    /// handshakes).
+    up_syns: Vec<u64>,
 }
 
-/// One direction's delivered packets (time, IP bytes) and retransmissions.
-type OneWay = (Vec<(u64, u32)>, Vec<Retransmission>);
+/// One direction's delivered packets (time, IP bytes), retransmissions,
+/// and the time of each flow's first SYN.
+type OneWay = (Vec<(u64, u32)>, Vec<Retransmission>, Vec<u64>);
 
 /// Reads `down.pcap` and `up.pcap` in `dir`.
 fn read_wire(dir: &Path) -> Result<Wire, ExperimentError> {
@@ -800,17 +993,25 @@ fn read_wire(dir: &Path) -> Result<Wire, ExperimentError> {
                 message: e.to_string(),
             })?;
         let packets = records.iter().map(|r| (r.at_us, r.orig_len)).collect();
-        let segments = records
+        let segments: Vec<retrans::Segment> = records
             .iter()
-            .filter_map(|r| retrans::segment(r.at_us, r.data).ok().flatten());
-        Ok((packets, retrans::retransmissions(segments)))
+            .filter_map(|r| retrans::segment(r.at_us, r.data).ok().flatten())
+            .collect();
+        let mut flows = std::collections::HashSet::new();
+        let syns = segments
+            .iter()
+            .filter(|g| g.syn && flows.insert(g.flow))
+            .map(|g| g.at_us)
+            .collect();
+        Ok((packets, retrans::retransmissions(segments), syns))
     };
-    let (down_packets, down) = read("down.pcap")?;
-    let (_, up) = read("up.pcap")?;
+    let (down_packets, down, _) = read("down.pcap")?;
+    let (_, up, up_syns) = read("up.pcap")?;
     Ok(Wire {
         down_packets,
         down,
         up,
+        up_syns,
     })
 }
 
@@ -860,6 +1061,11 @@ fn finish_runs(
         let in_window = |r: &&Retransmission| r.at_us >= start && r.at_us < next;
         run.wire_down = Counts::of(wire.down.iter().filter(in_window));
         run.wire_up = Counts::of(wire.up.iter().filter(in_window));
+        run.handshakes = wire
+            .up_syns
+            .iter()
+            .filter(|&&t| t >= start && t < next)
+            .count() as u32;
         let Some((_, sockets, t0)) = series.iter().find(|(p, _, _)| *p == run.protocol) else {
             continue;
         };
@@ -871,6 +1077,7 @@ fn finish_runs(
         if run.seq > 0 && run.promotions > 0 {
             let until = start + 8_000_000;
             traces.push(LoadTrace {
+                browser: run.browser.clone(),
                 radio: run.radio.clone(),
                 network: run.network.clone(),
                 setting: run.setting.clone(),

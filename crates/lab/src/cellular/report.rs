@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{CellRun, CellularConfig, LoadTrace};
+use super::{browser_label, CellRun, CellularConfig, LoadTrace};
 use crate::experiment::{ExperimentError, ResultFolder};
 use crate::fld::{LabReport, Plot, Section};
 use crate::metrics::{mean, median};
@@ -60,19 +60,52 @@ fn after_promotion(r: &CellRun) -> bool {
     r.seq > 0 && r.promotions > 0
 }
 
-/// The loads of one radio, network, protocol and setting.
+/// The loads of one browser, radio, network, protocol and setting.
 fn cell_runs<'a>(
     runs: &'a [CellRun],
-    [radio, network, protocol, setting]: [&str; 4],
+    [browser, radio, network, protocol, setting]: [&str; 5],
 ) -> Vec<&'a CellRun> {
     runs.iter()
         .filter(|x| {
-            x.radio == radio
+            x.browser == browser
+                && x.radio == radio
                 && x.network == network
                 && x.protocol == protocol
                 && x.setting == setting
         })
         .collect()
+}
+
+/// The browsers of `runs` (the loader first), or the configured one when
+/// there are none: each table has a block per browser, since their page
+/// load times measure different ends (last object, onload).
+fn browsers(config: &CellularConfig, runs: &[CellRun]) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for r in runs {
+        if !v.contains(&r.browser) {
+            v.push(r.browser.clone());
+        }
+    }
+    if v.is_empty() {
+        v.push(config.browser.clone());
+    }
+    v.sort_by_key(|b| (b != super::LOADER, b.clone()));
+    v
+}
+
+/// Every browser × radio × network × protocol of a report, in order.
+fn grid<'a>(
+    browsers: &'a [String],
+    config: &'a CellularConfig,
+) -> impl Iterator<Item = (&'a String, &'a String, &'a String, &'a String)> {
+    browsers.iter().flat_map(move |b| {
+        config.radios.iter().flat_map(move |r| {
+            config
+                .networks
+                .iter()
+                .flat_map(move |n| config.protocols.iter().map(move |p| (b, r, n, p)))
+        })
+    })
 }
 
 /// One line per server socket of a [`LoadTrace`] field.
@@ -97,9 +130,16 @@ pub fn report(
     folder: Option<ResultFolder>,
 ) -> LabReport {
     let mut sections = Vec::new();
+    let browsers = browsers(config, &runs);
+    let names = browsers
+        .iter()
+        .map(|b| browser_label(b))
+        .collect::<Vec<_>>()
+        .join(", ");
 
     // Every load.
     let mut all = Table::new(&[
+        "browser",
         "radio",
         "network",
         "setting",
@@ -116,15 +156,18 @@ pub fn report(
         "srv timeouts",
         "srv spurious RTOs",
         "cli timeouts",
+        "TLPs",
         "wire spurious down",
         "wire spurious up",
         "wire genuine",
         "new conns",
         "reused conns",
+        "handshakes on wire",
         "failed",
     ]);
     for r in &runs {
         all.push(vec![
+            browser_label(&r.browser).to_string(),
             r.radio.clone(),
             r.network.clone(),
             r.setting.clone(),
@@ -147,6 +190,7 @@ pub fn report(
             (r.wire_down.genuine + r.wire_up.genuine).to_string(),
             r.new_connections.to_string(),
             r.reused_connections.to_string(),
+            r.handshakes.to_string(),
             r.failed.to_string(),
         ]);
     }
@@ -158,10 +202,11 @@ pub fn report(
         config.radios.first().cloned().unwrap_or_default()
     };
     let network = config.networks.first().cloned().unwrap_or_default();
-    let cell = |setting: &str, proto: &str| -> Vec<&CellRun> {
+    let cell = |browser: &str, setting: &str, proto: &str| -> Vec<&CellRun> {
         runs.iter()
             .filter(|r| {
-                r.radio == radio
+                r.browser == browser
+                    && r.radio == radio
                     && r.network == network
                     && r.setting == setting
                     && r.protocol == proto
@@ -176,6 +221,7 @@ pub fn report(
         ("base", "h2"),
     ];
     let mut t2 = Table::new(&[
+        "browser",
         "",
         "Reno HTTP/1.1",
         "(paper: HTTP)",
@@ -186,10 +232,13 @@ pub fn report(
         "Cubic HTTP/2",
         "(paper: SPDY)",
     ]);
-    for (row, (label, paper)) in TABLE2.iter().enumerate() {
-        let mut line = vec![label.to_string()];
+    for (browser, (row, (label, paper))) in browsers
+        .iter()
+        .flat_map(|b| TABLE2.iter().enumerate().map(move |t| (b, t)))
+    {
+        let mut line = vec![browser_label(browser).to_string(), label.to_string()];
         for (c, (setting, proto)) in columns.iter().enumerate() {
-            let rs = cell(setting, proto);
+            let rs = cell(browser, setting, proto);
             let v = match row {
                 0 => mean(
                     &rs.iter()
@@ -210,10 +259,13 @@ pub fn report(
         t2.push(line);
     }
     sections.push(Section {
-        title: format!("Seed 003 Table 2 beside ours ({radio}, {network} rates, server Reno or Cubic)"),
+        title: format!(
+            "Seed 003 Table 2 beside ours ({names}; {radio}, {network} rates, server Reno or Cubic)"
+        ),
         csv: "table2.csv",
         table: t2,
-        note: "Averages over every load of the setting (page load: all objects done; throughput: \
+        note: "Averages over every load of the setting (page load: the loader's last object done, \
+               Chromium's own onload time, loadEventEnd of Navigation Timing; throughput: \
                the bytes the link delivered downstream over the load time; max throughput: the best \
                whole second of any load; cwnd: the server's, sampled from TCP_INFO, time-weighted \
                per socket that sent). The paper's numbers are from a production 3G network with \
@@ -224,6 +276,7 @@ pub fn report(
 
     // Each knob against the base.
     let mut knobs = Table::new(&[
+        "browser",
         "radio",
         "network",
         "protocol",
@@ -239,63 +292,57 @@ pub fn report(
         "genuine rexmits/load",
         "cwnd avg",
     ]);
-    for r in &config.radios {
-        for n in &config.networks {
-            for p in &config.protocols {
-                let of = |s: &str| cell_runs(&runs, [r, n, p, s]);
-                let plts = |v: &[&CellRun]| v.iter().filter_map(|x| x.plt_s).collect::<Vec<_>>();
-                let base = median(&plts(&of("base")));
-                for s in &config.settings {
-                    let v = of(s);
-                    if v.is_empty() {
-                        continue;
-                    }
-                    let med = median(&plts(&v));
-                    let per = |f: &dyn Fn(&CellRun) -> f64| {
-                        v.iter().map(|x| f(x)).sum::<f64>() / v.len() as f64
-                    };
-                    knobs.push(vec![
-                        r.clone(),
-                        n.clone(),
-                        p.clone(),
-                        s.clone(),
-                        v.len().to_string(),
-                        opt(med, 3),
-                        opt(mean(&plts(&v)), 3),
-                        match (med, base) {
-                            (Some(m), Some(b)) if s != "base" && b > 0.0 => {
-                                pct((m / b - 1.0) * 100.0)
-                            }
-                            _ => "-".into(),
-                        },
-                        format!("{:.2}", per(&|x| f64::from(spurious(x)))),
-                        format!(
-                            "{:.2}",
-                            per(&|x| (x.server.timeouts + x.client.timeouts) as f64)
-                        ),
-                        format!(
-                            "{:.2}",
-                            per(&|x| (x.server.spurious_rtos + x.client.spurious_rtos) as f64)
-                        ),
-                        format!(
-                            "{:.2}",
-                            per(&|x| (x.server.loss_probes + x.client.loss_probes) as f64)
-                        ),
-                        format!(
-                            "{:.2}",
-                            per(&|x| f64::from(x.wire_down.genuine + x.wire_up.genuine))
-                        ),
-                        opt(
-                            mean(&v.iter().filter_map(|x| x.cwnd_avg).collect::<Vec<_>>()),
-                            1,
-                        ),
-                    ]);
-                }
+    for (b, r, n, p) in grid(&browsers, config) {
+        let of = |s: &str| cell_runs(&runs, [b, r, n, p, s]);
+        let plts = |v: &[&CellRun]| v.iter().filter_map(|x| x.plt_s).collect::<Vec<_>>();
+        let base = median(&plts(&of("base")));
+        for s in &config.settings {
+            let v = of(s);
+            if v.is_empty() {
+                continue;
             }
+            let med = median(&plts(&v));
+            let per =
+                |f: &dyn Fn(&CellRun) -> f64| v.iter().map(|x| f(x)).sum::<f64>() / v.len() as f64;
+            knobs.push(vec![
+                browser_label(b).to_string(),
+                r.clone(),
+                n.clone(),
+                p.clone(),
+                s.clone(),
+                v.len().to_string(),
+                opt(med, 3),
+                opt(mean(&plts(&v)), 3),
+                match (med, base) {
+                    (Some(m), Some(b)) if s != "base" && b > 0.0 => pct((m / b - 1.0) * 100.0),
+                    _ => "-".into(),
+                },
+                format!("{:.2}", per(&|x| f64::from(spurious(x)))),
+                format!(
+                    "{:.2}",
+                    per(&|x| (x.server.timeouts + x.client.timeouts) as f64)
+                ),
+                format!(
+                    "{:.2}",
+                    per(&|x| (x.server.spurious_rtos + x.client.spurious_rtos) as f64)
+                ),
+                format!(
+                    "{:.2}",
+                    per(&|x| (x.server.loss_probes + x.client.loss_probes) as f64)
+                ),
+                format!(
+                    "{:.2}",
+                    per(&|x| f64::from(x.wire_down.genuine + x.wire_up.genuine))
+                ),
+                opt(
+                    mean(&v.iter().filter_map(|x| x.cwnd_avg).collect::<Vec<_>>()),
+                    1,
+                ),
+            ]);
         }
     }
     sections.push(Section {
-        title: "Each knob against the base (Linux defaults: cubic, slow start after idle, metrics cache)".into(),
+        title: format!("Each knob against the base (Linux defaults: cubic, slow start after idle, metrics cache; {names})"),
         csv: "knobs.csv",
         table: knobs,
         note: "Seed 003: disabling the metrics cache gave about 35 % shorter loads at the median \
@@ -307,6 +354,7 @@ pub fn report(
 
     // The fix.
     let mut fix = Table::new(&[
+        "browser",
         "radio",
         "network",
         "protocol",
@@ -327,73 +375,69 @@ pub fn report(
     if config.settings.iter().any(|s| s == "rto-floor")
         && config.settings.iter().any(|s| s == "base")
     {
-        for r in &config.radios {
-            for n in &config.networks {
-                for p in &config.protocols {
-                    let of = |s: &str| -> Vec<&CellRun> {
-                        let mut v = cell_runs(&runs, [r, n, p, s]);
-                        v.retain(|x| after_promotion(x));
-                        v
-                    };
-                    let (b, f) = (of("base"), of("rto-floor"));
-                    if b.is_empty() || f.is_empty() {
-                        continue;
-                    }
-                    let sp = |v: &[&CellRun]| v.iter().map(|x| spurious(x)).sum::<u32>();
-                    let to = |v: &[&CellRun]| {
-                        v.iter()
-                            .map(|x| x.server.timeouts + x.client.timeouts)
-                            .sum::<u64>()
-                    };
-                    let tlp = |v: &[&CellRun]| {
-                        v.iter()
-                            .map(|x| x.server.loss_probes + x.client.loss_probes)
-                            .sum::<u64>()
-                    };
-                    let genuine = |v: &[&CellRun]| {
-                        v.iter()
-                            .map(|x| x.wire_down.genuine + x.wire_up.genuine)
-                            .sum::<u32>()
-                    };
-                    let med = |v: &[&CellRun]| {
-                        median(&v.iter().filter_map(|x| x.plt_s).collect::<Vec<_>>())
-                    };
-                    let (mb, mf) = (med(&b), med(&f));
-                    fix.push(vec![
-                        r.clone(),
-                        n.clone(),
-                        p.clone(),
-                        format!("{} / {}", b.len(), f.len()),
-                        sp(&b).to_string(),
-                        sp(&f).to_string(),
-                        if sp(&b) > 0 {
-                            pct((1.0 - f64::from(sp(&f)) / f64::from(sp(&b))) * 100.0)
-                        } else {
-                            "-".into()
-                        },
-                        to(&b).to_string(),
-                        to(&f).to_string(),
-                        if to(&b) > 0 {
-                            pct((1.0 - to(&f) as f64 / to(&b) as f64) * 100.0)
-                        } else {
-                            "-".into()
-                        },
-                        tlp(&b).to_string(),
-                        tlp(&f).to_string(),
-                        format!("{} / {}", genuine(&b), genuine(&f)),
-                        opt(mb, 3),
-                        opt(mf, 3),
-                        match (mb, mf) {
-                            (Some(b), Some(f)) if b > 0.0 => pct((f / b - 1.0) * 100.0),
-                            _ => "-".into(),
-                        },
-                    ]);
-                }
+        for (browser, r, n, p) in grid(&browsers, config) {
+            let of = |s: &str| -> Vec<&CellRun> {
+                let mut v = cell_runs(&runs, [browser, r, n, p, s]);
+                v.retain(|x| after_promotion(x));
+                v
+            };
+            let (b, f) = (of("base"), of("rto-floor"));
+            if b.is_empty() || f.is_empty() {
+                continue;
             }
+            let sp = |v: &[&CellRun]| v.iter().map(|x| spurious(x)).sum::<u32>();
+            let to = |v: &[&CellRun]| {
+                v.iter()
+                    .map(|x| x.server.timeouts + x.client.timeouts)
+                    .sum::<u64>()
+            };
+            let tlp = |v: &[&CellRun]| {
+                v.iter()
+                    .map(|x| x.server.loss_probes + x.client.loss_probes)
+                    .sum::<u64>()
+            };
+            let genuine = |v: &[&CellRun]| {
+                v.iter()
+                    .map(|x| x.wire_down.genuine + x.wire_up.genuine)
+                    .sum::<u32>()
+            };
+            let med =
+                |v: &[&CellRun]| median(&v.iter().filter_map(|x| x.plt_s).collect::<Vec<_>>());
+            let (mb, mf) = (med(&b), med(&f));
+            fix.push(vec![
+                browser_label(browser).to_string(),
+                r.clone(),
+                n.clone(),
+                p.clone(),
+                format!("{} / {}", b.len(), f.len()),
+                sp(&b).to_string(),
+                sp(&f).to_string(),
+                if sp(&b) > 0 {
+                    pct((1.0 - f64::from(sp(&f)) / f64::from(sp(&b))) * 100.0)
+                } else {
+                    "-".into()
+                },
+                to(&b).to_string(),
+                to(&f).to_string(),
+                if to(&b) > 0 {
+                    pct((1.0 - to(&f) as f64 / to(&b) as f64) * 100.0)
+                } else {
+                    "-".into()
+                },
+                tlp(&b).to_string(),
+                tlp(&f).to_string(),
+                format!("{} / {}", genuine(&b), genuine(&f)),
+                opt(mb, 3),
+                opt(mf, 3),
+                match (mb, mf) {
+                    (Some(b), Some(f)) if b > 0.0 => pct((f / b - 1.0) * 100.0),
+                    _ => "-".into(),
+                },
+            ]);
         }
     }
     sections.push(Section {
-        title: "The fix: an RTO floor over the radio, on loads that began with a promotion".into(),
+        title: format!("The fix: an RTO floor over the radio, on loads that began with a promotion ({names})"),
         csv: "fix.csv",
         table: fix,
         note: "Loads after the session's first whose start woke the radio (promotions > 0), with \
@@ -452,8 +496,11 @@ pub fn report(
         plots.push(Plot {
             file: format!("rto-{setting}.svg"),
             title: format!(
-                "{} {} {}: server RTO after a promotion (TCP_INFO)",
-                t.radio, t.protocol, setting
+                "{} {} {} {}: server RTO after a promotion (TCP_INFO)",
+                browser_label(&t.browser),
+                t.radio,
+                t.protocol,
+                setting
             ),
             x_label: "s since the load began".into(),
             y_label: "ms".into(),
@@ -462,8 +509,13 @@ pub fn report(
         plots.push(Plot {
             file: format!("cwnd-{setting}.svg"),
             title: format!(
-                "{} {} {}: server cwnd after a promotion (radio {} at start, load {})",
-                t.radio, t.protocol, setting, t.radio_state, t.seq
+                "{} {} {} {}: server cwnd after a promotion (radio {} at start, load {})",
+                browser_label(&t.browser),
+                t.radio,
+                t.protocol,
+                setting,
+                t.radio_state,
+                t.seq
             ),
             x_label: "s since the load began".into(),
             y_label: "segments".into(),
@@ -478,5 +530,56 @@ pub fn report(
         json: serde_json::json!({ "runs": runs, "traces": traces }),
         extra: Vec::new(),
         folder,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A load as an older `runs.jsonl` line has it: no `browser`, no
+    /// `handshakes`.
+    fn old_line(setting: &str, protocol: &str, plt: f64) -> serde_json::Value {
+        serde_json::json!({
+            "radio": "3g", "network": "fixed", "setting": setting, "protocol": protocol,
+            "page": "p", "seq": 0, "radio_state": "umts_idle", "promotions": 1,
+            "plt_s": plt, "failed": 0, "new_connections": 1, "reused_connections": 0,
+            "start_unix_us": 0, "down_bytes": 0, "avg_kbps": null, "max_kbps": null,
+            "cwnd_avg": null, "cwnd_max": null, "server": {}, "client": {},
+            "wire_down": {"spurious": 0, "genuine": 0, "partial": 0, "spurious_syn": 0},
+            "wire_up": {"spurious": 0, "genuine": 0, "partial": 0, "spurious_syn": 0}
+        })
+    }
+
+    #[test]
+    fn old_runs_read_as_the_loaders_and_each_browser_has_its_own_rows() {
+        let old: CellRun = serde_json::from_value(old_line("base", "h2", 2.0)).unwrap();
+        assert_eq!((old.browser.as_str(), old.handshakes), ("loader", 0));
+        let mut chromium: CellRun = serde_json::from_value(old_line("base", "h2", 3.0)).unwrap();
+        chromium.browser = super::super::CHROMIUM.into();
+        let config = CellularConfig {
+            radios: vec!["3g".into()],
+            settings: vec!["base".into()],
+            protocols: vec!["h2".into()],
+            ..CellularConfig::default()
+        };
+        let r = report(&config, vec![chromium, old], Vec::new(), None);
+        let table = |csv: &str| &r.sections.iter().find(|s| s.csv == csv).unwrap().table;
+        // Table 2: the loader's block first, then Chromium's, each with
+        // its own mean PLT (Cubic HTTP/2 is the ninth column).
+        let t2 = table("table2.csv");
+        assert_eq!(t2.rows.len(), 2 * TABLE2.len());
+        assert_eq!(
+            (t2.rows[0][0].as_str(), t2.rows[0][8].as_str()),
+            ("loader", "2000")
+        );
+        let c = &t2.rows[TABLE2.len()];
+        assert_eq!((c[0].as_str(), c[8].as_str()), ("Chromium", "3000"));
+        let knobs = table("knobs.csv");
+        let labels: Vec<&str> = knobs.rows.iter().map(|r| r[0].as_str()).collect();
+        assert_eq!(labels, ["loader", "Chromium"]);
+        // Every row of runs.csv has a cell per header.
+        let runs = table("runs.csv");
+        assert!(runs.rows.iter().all(|r| r.len() == runs.headers.len()));
     }
 }

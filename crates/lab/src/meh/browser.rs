@@ -29,6 +29,23 @@ pub const HEADLESS_FLAGS: [&str; 7] = [
     "--disable-sync",
 ];
 
+/// `cmd` (Chromium in a namespace) made headless ([`HEADLESS_FLAGS`]) with
+/// the profile at `profile` (a fresh directory) and the lab's leaf key
+/// trusted by its SPKI, which covers every certificate the testbed issues
+/// (one key) over TCP and QUIC alike.
+pub(crate) fn headless<'c>(
+    cmd: &'c mut std::process::Command,
+    profile: &std::path::Path,
+    certs: &mewa_origin::Certs,
+) -> &'c mut std::process::Command {
+    cmd.args(HEADLESS_FLAGS)
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!(
+            "--ignore-certificate-errors-spki-list={}",
+            certs.leaf_spki_sha256
+        ))
+}
+
 /// `cmd` (Chromium in a namespace) set up for one headless page load: a
 /// fresh profile at `profile`, its NetLog to `netlog`, certificates with
 /// the lab's leaf key trusted by SPKI, the DOM dumped when the page settles.
@@ -39,12 +56,7 @@ pub(crate) fn headless_load<'c>(
     netlog: &std::path::Path,
     certs: &mewa_origin::Certs,
 ) -> &'c mut std::process::Command {
-    cmd.args(HEADLESS_FLAGS)
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!(
-            "--ignore-certificate-errors-spki-list={}",
-            certs.leaf_spki_sha256
-        ))
+    headless(cmd, profile, certs)
         .arg(format!("--log-net-log={}", netlog.display()))
         .arg("--virtual-time-budget=30000")
         .arg("--dump-dom")

@@ -1,0 +1,448 @@
+//! Headless Chromium as a browsing session: one browser process with one
+//! profile, one tab, many page loads, driven over the DevTools protocol
+//! ([`mewa_edge::devtools`]). The headline browser of `mewa lab cellular`
+//! (`--browser chromium`), where the built-in loader's
+//! [`crate::loader::Session`] is the sweep browser.
+//!
+//! What a session keeps from load to load is what seed 003 is about: the
+//! browser's sockets. Chromium keeps an HTTP/2 session per origin and idle
+//! HTTP/1.1 sockets (up to six per host) across navigations, so after a
+//! user's think time the next page goes over connections that sat idle
+//! with the radio. Everything else is made to match the loader, so that
+//! the two browsers' tables differ by the browser alone: the HTTP cache is
+//! off (`Network.setCacheDisabled`; every load fetches every object, as
+//! the loader does; open sockets are not affected), the pages' names
+//! resolve through `--host-resolver-rules` as the testbed serves them (no
+//! DNS traffic) and no other name does (Chromium's own background requests
+//! would otherwise cross the radio link), and the lab's leaf key is
+//! trusted by its SPKI.
+//!
+//! Each load navigates the same tab to the page's URL and waits for the
+//! load event; the page load time is the browser's own onload time,
+//! `loadEventEnd − startTime` of the Navigation Timing entry
+//! (`performance.getEntriesByType('navigation')[0]`, read with
+//! `Runtime.evaluate`): from the start of the navigation (before the
+//! request is sent, including any connection it waits for) to the end of
+//! the load event — not the loader's "last object done".
+//!
+//! Connections: each `Network.responseReceived` names the connection the
+//! response came on (`connectionId`, the socket's NetLog id, unique in the
+//! browser process). A load's connection is *reused* when an earlier load
+//! of the session had a response on it, *new* otherwise. Connections that
+//! carried no response (a preconnect never used) are not counted; the
+//! link's SYNs count every handshake.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mewa_edge::devtools::{Cdp, Chromium, DevtoolsError};
+use serde_json::{json, Value};
+
+use crate::bed::{Bed, BedError, CLIENT};
+use crate::record::Protocol;
+
+/// Where Debian installs Chromium (`apt-get install chromium`).
+pub const DEFAULT_CHROMIUM: &str = "/usr/bin/chromium";
+
+/// How long Chromium may take to start and offer its DevTools endpoint.
+const LAUNCH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long the Navigation Timing entry may take to show `loadEventEnd`
+/// once the load event fired (the handlers run first).
+const TIMING_WAIT: Duration = Duration::from_secs(2);
+
+/// Refuses a Chromium binary that is not there, naming the path and how to
+/// get one.
+pub fn check_binary(chromium: &Path) -> Result<(), crate::experiment::ExperimentError> {
+    if chromium.is_file() {
+        return Ok(());
+    }
+    Err(crate::experiment::ExperimentError::Config {
+        field: "--chromium",
+        message: format!(
+            "no Chromium at {}: apt-get install chromium, give its path with --chromium, \
+             or use --browser loader",
+            chromium.display()
+        ),
+    })
+}
+
+/// The flags that make Chromium speak `protocol` to the testbed's origin,
+/// as the loader's cell of that protocol does
+/// (`LoadOptions::browser(protocol, true)`: everything over TLS on 443):
+/// HTTP/2 is Chromium's default over TLS (ALPN h2); HTTP/1.1 is the same
+/// TLS with HTTP/2 turned off (`--disable-http2`, ALPN http/1.1, six
+/// connections per host); HTTP/3 is QUIC forced on for every origin
+/// (`--origin-to-force-quic-on=*`; the SPKI pin covers QUIC's certificate
+/// too, GUIDE §3).
+pub fn protocol_flags(protocol: Protocol) -> &'static [&'static str] {
+    match protocol {
+        Protocol::H1 => &["--disable-http2"],
+        Protocol::H2 => &[],
+        Protocol::H3 => &["--enable-quic", "--origin-to-force-quic-on=*"],
+    }
+}
+
+/// The ALPN name Chromium reports (`Network.Response.protocol`) for a
+/// response over `protocol`.
+pub fn alpn(protocol: Protocol) -> &'static str {
+    match protocol {
+        Protocol::H1 => "http/1.1",
+        Protocol::H2 => "h2",
+        Protocol::H3 => "h3",
+    }
+}
+
+/// The command that starts `chromium` in the client's namespace for a
+/// session of `pages` over `protocol` with its profile in `profile` (a
+/// directory that must not exist yet or be empty): headless, the pages'
+/// names as the testbed serves them and no other
+/// ([`Bed::chromium_resolver_rules_for`]: the browser's own background
+/// requests stay off the link), the lab's certificates trusted, DevTools
+/// on a port of Chromium's choosing on the namespace's 127.0.0.1.
+pub fn session_command(
+    bed: &Bed,
+    pages: &[mewa_corpus::Page],
+    chromium: &Path,
+    profile: &Path,
+    ca_dir: &Path,
+    protocol: Protocol,
+) -> Result<std::process::Command, BedError> {
+    let certs = mewa_origin::Ca::load_or_create(ca_dir)
+        .and_then(|ca| ca.issue(&[]))
+        .map_err(|e| BedError::Runtime(format!("the origin's certificate: {e}")))?;
+    let mut cmd = bed.running()?.command(CLIENT, chromium)?;
+    crate::meh::browser::headless(&mut cmd, profile, &certs)
+        .arg(format!(
+            "--host-resolver-rules={}",
+            bed.chromium_resolver_rules_for(pages)
+        ))
+        .arg("--remote-debugging-port=0")
+        .args(protocol_flags(protocol))
+        .arg("about:blank");
+    Ok(cmd)
+}
+
+/// What one load of a session gave.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BrowserLoad {
+    /// The browser's onload time, s (`loadEventEnd − startTime`); `None`
+    /// when the load failed or timed out.
+    pub plt_s: Option<f64>,
+    /// Requests that failed (`Network.loadingFailed`, cancellations not
+    /// counted).
+    pub failed: usize,
+    /// The first of them: its URL and Chromium's error.
+    pub first_failure: Option<String>,
+    /// Connections with a response in this load and none in an earlier one.
+    pub new_connections: usize,
+    /// Connections with a response in this load and in an earlier one.
+    pub reused_connections: usize,
+    /// The document's protocol as Chromium reports it (`h2`, `http/1.1`,
+    /// `h3`).
+    pub document_protocol: Option<String>,
+    /// Why the load has no PLT.
+    pub error: Option<String>,
+}
+
+/// One headless Chromium, one profile, one tab, kept across loads. Start,
+/// load and close it on one runtime inside the client's namespace
+/// ([`Bed::in_client`]): the DevTools port is on that namespace's
+/// loopback, and the browser is killed when the session is dropped.
+#[derive(Debug)]
+pub struct ChromiumSession {
+    browser: Chromium,
+    cdp: Cdp,
+    /// The tab's flat session.
+    tab: String,
+    /// The tab's child targets (out-of-process iframes, workers).
+    children: HashSet<String>,
+    /// Every connection that carried a response in an earlier load.
+    seen: HashSet<u64>,
+    timeout: Duration,
+}
+
+impl ChromiumSession {
+    /// Starts `cmd` ([`session_command`]; `path` names the browser in
+    /// errors) and opens the session's tab. Each load may take `timeout`.
+    pub async fn start(
+        cmd: std::process::Command,
+        path: &Path,
+        timeout: Duration,
+    ) -> Result<ChromiumSession, DevtoolsError> {
+        let deadline = tokio::time::Instant::now() + LAUNCH_TIMEOUT;
+        let mut browser = Chromium::launch(cmd, path, deadline).await?;
+        let mut cdp = match browser.connect(deadline).await {
+            Ok(c) => c,
+            Err(e) => {
+                browser.close(None).await;
+                return Err(e);
+            }
+        };
+        let tab = match cdp.open_uncached_tab().await {
+            Ok(Some(tab)) => tab,
+            Ok(None) => {
+                browser.close(Some(&mut cdp)).await;
+                return Err(DevtoolsError::Protocol(format!(
+                    "no tab within {} s",
+                    LAUNCH_TIMEOUT.as_secs()
+                )));
+            }
+            Err(e) => {
+                browser.close(Some(&mut cdp)).await;
+                return Err(e);
+            }
+        };
+        Ok(ChromiumSession {
+            browser,
+            cdp,
+            tab,
+            children: HashSet::new(),
+            seen: HashSet::new(),
+            timeout,
+        })
+    }
+
+    /// Navigates the tab to `url` and waits for its load event (at most the
+    /// session's timeout). A page that does not load is a load without a
+    /// PLT ([`BrowserLoad::error`]); an `Err` is a browser that can no
+    /// longer be driven (it crashed, or closed the connection).
+    pub async fn load(&mut self, url: &str) -> Result<BrowserLoad, DevtoolsError> {
+        let start = tokio::time::Instant::now();
+        // What arrived since the last load (a request the last page made
+        // after its load event) is not this load's.
+        self.cdp.set_deadline(start);
+        while self.cdp.event(start).await?.is_some() {}
+        self.cdp.clear_queued();
+        self.cdp.set_deadline(start + self.timeout);
+        let mut out = BrowserLoad::default();
+        let mut ids: HashSet<u64> = HashSet::new();
+        // Request id → URL, to name a failure.
+        let mut urls: HashMap<String, String> = HashMap::new();
+        let timed_out = || format!("no load event within {} s", self.timeout.as_secs());
+        let nav = self
+            .cdp
+            .call("Page.navigate", Some(&self.tab), json!({"url": url}))
+            .await?;
+        match nav {
+            None => out.error = Some(timed_out()),
+            Some(v) => {
+                if let Some(e) = v.get("errorText").and_then(Value::as_str) {
+                    out.error = Some(format!("{url}: {e}"));
+                }
+            }
+        }
+        let mut loaded = false;
+        while out.error.is_none() && !loaded {
+            let Some(ev) = self.cdp.event(start + self.timeout).await? else {
+                out.error = Some(timed_out());
+                break;
+            };
+            let from_page = ev
+                .session_id
+                .as_deref()
+                .is_some_and(|s| s == self.tab || self.children.contains(s));
+            if !from_page {
+                continue;
+            }
+            match &*ev.method {
+                "Target.attachedToTarget" => {
+                    if let Some(child) = self.cdp.follow_child(&ev.params)? {
+                        self.children.insert(child);
+                    }
+                }
+                "Network.requestWillBeSent" => {
+                    let id = ev.params.get("requestId").and_then(Value::as_str);
+                    let u = ev.params["request"].get("url").and_then(Value::as_str);
+                    if let (Some(id), Some(u)) = (id, u) {
+                        urls.insert(id.to_owned(), u.to_owned());
+                    }
+                }
+                "Network.responseReceived" => {
+                    let r = &ev.params["response"];
+                    if let Some(id) = r
+                        .get("connectionId")
+                        .and_then(Value::as_f64)
+                        .filter(|id| *id >= 1.0 && id.is_finite())
+                    {
+                        ids.insert(id as u64);
+                    }
+                    if ev.params.get("type").and_then(Value::as_str) == Some("Document")
+                        && ev.session_id.as_deref() == Some(self.tab.as_str())
+                    {
+                        out.document_protocol =
+                            r.get("protocol").and_then(Value::as_str).map(str::to_owned);
+                    }
+                }
+                "Network.loadingFailed"
+                    if ev.params.get("canceled").and_then(Value::as_bool) != Some(true) =>
+                {
+                    out.failed += 1;
+                    if out.first_failure.is_none() {
+                        let p = &ev.params;
+                        let url = p
+                            .get("requestId")
+                            .and_then(Value::as_str)
+                            .and_then(|id| urls.get(id))
+                            .map_or("?", String::as_str);
+                        let why = p.get("errorText").and_then(Value::as_str).unwrap_or("");
+                        let blocked = p.get("blockedReason").and_then(Value::as_str);
+                        out.first_failure = Some(match blocked {
+                            Some(b) => format!("{url}: {why} (blocked: {b})"),
+                            None => format!("{url}: {why}"),
+                        });
+                    }
+                }
+                "Page.loadEventFired" if ev.session_id.as_deref() == Some(self.tab.as_str()) => {
+                    loaded = true;
+                }
+                _ => {}
+            }
+        }
+        out.new_connections = ids.difference(&self.seen).count();
+        out.reused_connections = ids.intersection(&self.seen).count();
+        self.seen.extend(ids);
+        if loaded {
+            match self.onload_time().await? {
+                Ok(s) => out.plt_s = Some(s),
+                Err(why) => out.error = Some(why),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The tab's Navigation Timing `loadEventEnd − startTime`, s: read once
+    /// the load event has fired; `loadEventEnd` is 0 until its handlers
+    /// have run, so it is asked again for a moment. The inner `Err` says
+    /// why there is no time (the page has none, or it stayed 0).
+    async fn onload_time(&mut self) -> Result<Result<f64, String>, DevtoolsError> {
+        const EXPR: &str = "(() => { const n = performance.getEntriesByType('navigation')[0]; \
+                            return n ? [n.startTime, n.loadEventEnd] : null; })()";
+        let until = tokio::time::Instant::now() + TIMING_WAIT;
+        self.cdp.set_deadline(until);
+        loop {
+            let answer = self
+                .cdp
+                .call(
+                    "Runtime.evaluate",
+                    Some(&self.tab),
+                    json!({"expression": EXPR, "returnByValue": true}),
+                )
+                .await?;
+            let Some(answer) = answer else {
+                return Ok(Err("no answer to Runtime.evaluate".into()));
+            };
+            match onload_from_evaluate(&answer) {
+                Ok(Some(s)) => return Ok(Ok(s)),
+                Ok(None) if tokio::time::Instant::now() < until => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Ok(None) => return Ok(Err("loadEventEnd stayed 0".into())),
+                Err(why) => return Ok(Err(why)),
+            }
+        }
+    }
+
+    /// Closes the browser (gracefully, killed if it hangs).
+    pub async fn close(mut self) {
+        self.browser.close(Some(&mut self.cdp)).await;
+    }
+}
+
+/// The onload time, s, from a `Runtime.evaluate` answer holding
+/// `[startTime, loadEventEnd]` (ms): `Ok(None)` while `loadEventEnd` is
+/// still 0; `Err` for an answer of any other shape (an exception, no
+/// navigation entry).
+pub fn onload_from_evaluate(answer: &Value) -> Result<Option<f64>, String> {
+    if let Some(e) = answer.get("exceptionDetails") {
+        let text = e
+            .get("exception")
+            .and_then(|x| x.get("description"))
+            .or_else(|| e.get("text"))
+            .and_then(Value::as_str)
+            .unwrap_or("an exception");
+        return Err(format!("reading Navigation Timing: {text}"));
+    }
+    let value = &answer["result"]["value"];
+    let pair = value.as_array().and_then(|a| match a.as_slice() {
+        [s, e] => Some((s.as_f64()?, e.as_f64()?)),
+        _ => None,
+    });
+    match pair {
+        None => Err(format!("no Navigation Timing entry (got {value})")),
+        Some((_, end)) if end <= 0.0 => Ok(None),
+        Some((start, end)) if end >= start && end.is_finite() => Ok(Some((end - start) / 1000.0)),
+        Some((start, end)) => Err(format!("loadEventEnd {end} before startTime {start}")),
+    }
+}
+
+/// A fresh profile directory for one session under `work`, named by
+/// `tag`; removed when dropped.
+#[derive(Debug)]
+pub struct SessionProfile(PathBuf);
+
+impl SessionProfile {
+    /// Creates `work/profile-<tag>` anew (an old one is removed first).
+    pub fn create(work: &Path, tag: &str) -> Result<SessionProfile, BedError> {
+        let path = work.join(format!("profile-{tag}"));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path)
+            .map_err(|e| BedError::Runtime(format!("creating {}: {e}", path.display())))?;
+        Ok(SessionProfile(path))
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for SessionProfile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_onload_time_is_read_from_navigation_timing_and_never_panics() {
+        let ok = json!({"result": {"type": "object", "value": [0, 1234.5]}});
+        assert_eq!(onload_from_evaluate(&ok), Ok(Some(1.2345)));
+        // The load event's handlers have not finished yet.
+        let early = json!({"result": {"value": [0, 0]}});
+        assert_eq!(onload_from_evaluate(&early), Ok(None));
+        for bad in [
+            json!({"result": {"type": "object", "subtype": "null", "value": null}}),
+            json!({"result": {"value": ["0", 5]}}),
+            json!({"result": {"value": [10, 5]}}),
+            json!({}),
+            json!({"exceptionDetails": {"text": "Uncaught", "exception": {"description": "ReferenceError: performance"}}}),
+        ] {
+            assert!(onload_from_evaluate(&bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn each_protocol_has_the_flags_of_the_loaders_cell() {
+        assert_eq!(protocol_flags(Protocol::H1), ["--disable-http2"]);
+        assert!(protocol_flags(Protocol::H2).is_empty());
+        assert!(protocol_flags(Protocol::H3)
+            .iter()
+            .any(|f| f.starts_with("--origin-to-force-quic-on=")));
+        assert_eq!(alpn(Protocol::H1), "http/1.1");
+    }
+
+    #[test]
+    fn a_missing_binary_names_the_path_and_the_package() {
+        let e = check_binary(Path::new("/nonexistent/chromium")).unwrap_err();
+        let m = e.to_string();
+        assert!(
+            m.contains("/nonexistent/chromium") && m.contains("apt-get install chromium"),
+            "{m}"
+        );
+    }
+}
