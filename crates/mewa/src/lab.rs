@@ -502,6 +502,11 @@ fn on_off(s: &str) -> Result<bool, String> {
 }
 
 #[derive(Debug, Args)]
+// The corpus arguments' --cc means the origin's one control elsewhere;
+// here it names the controls compared with cubic.
+#[command(mut_arg("cc", |a| a.help(
+    "Congestion controls compared with cubic, comma-separated (mewa_fld, mewa_fld_paced, bbr, ...) [default: mewa_fld]"
+)))]
 struct FldPagesArgs {
     #[command(flatten)]
     corpus: CorpusArgs,
@@ -1387,6 +1392,13 @@ mod tests {
                 .map(String::from)
                 .to_vec()
         );
+        // Its --help says what --cc means here, not the origin's meaning.
+        let help = Cli::try_parse_from(["lab", "fld", "pages", "--help"])
+            .err()
+            .map(|e| e.render().to_string())
+            .unwrap_or_default();
+        assert!(help.contains("compared with cubic"), "{help}");
+        assert!(!help.contains("of the origin's sockets"), "{help}");
     }
 
     #[test]
