@@ -203,16 +203,9 @@ pub fn report(
     };
     let network = config.networks.first().cloned().unwrap_or_default();
     let cell = |browser: &str, setting: &str, proto: &str| -> Vec<&CellRun> {
-        runs.iter()
-            .filter(|r| {
-                r.browser == browser
-                    && r.radio == radio
-                    && r.network == network
-                    && r.setting == setting
-                    && r.protocol == proto
-                    && r.plt_s.is_some()
-            })
-            .collect()
+        let mut loads = cell_runs(&runs, [browser, &radio, &network, proto, setting]);
+        loads.retain(|r| r.plt_s.is_some());
+        loads
     };
     let columns = [
         ("reno", "h1"),
