@@ -94,9 +94,17 @@ struct ServeArgs {
     /// SO_RCVBUF of every connection in bytes (default: kernel autotuning).
     #[arg(long, value_name = "BYTES")]
     rcvbuf: Option<usize>,
-    /// Close connections that have not sent a request head in this time.
+    /// Close a connection whose request (HTTP/1.1 head and body) has not
+    /// arrived whole this long after its first byte; also the TLS
+    /// handshake limit.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     header_timeout: Duration,
+    /// Close a connection that has waited this long, idle, for its next
+    /// request (or a new one for its first byte, an HTTP/2 one for its
+    /// preface). Longer than --header-timeout so that browsers keep their
+    /// connections across a user's pauses (nginx: 75s).
+    #[arg(long, value_name = "DURATION", default_value = "75s", value_parser = positive_duration)]
+    keep_alive_timeout: Duration,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -178,6 +186,7 @@ impl ServeArgs {
             max_age: self.max_age,
             think: self.think,
             header_read_timeout: self.header_timeout,
+            keep_alive_timeout: self.keep_alive_timeout,
             ..HttpOptions::default()
         })
     }
@@ -382,6 +391,7 @@ mod tests {
                 got.h2_header_block_timeout,
                 got.h2_max_peer_resets,
                 got.h2_max_control_frames,
+                got.keep_alive_timeout,
             ),
             (
                 d.max_connections,
@@ -391,6 +401,7 @@ mod tests {
                 d.h2_header_block_timeout,
                 d.h2_max_peer_resets,
                 d.h2_max_control_frames,
+                d.keep_alive_timeout,
             )
         );
         let got = parse(&[
@@ -410,6 +421,8 @@ mod tests {
             "7",
             "--header-timeout",
             "4s",
+            "--keep-alive-timeout",
+            "30s",
         ])
         .unwrap();
         assert_eq!(got.max_connections, 50);
@@ -420,6 +433,7 @@ mod tests {
         assert_eq!(got.h2_max_peer_resets, 0);
         assert_eq!(got.h2_max_control_frames, 7);
         assert_eq!(got.header_read_timeout, Duration::from_secs(4));
+        assert_eq!(got.keep_alive_timeout, Duration::from_secs(30));
     }
 
     #[test]

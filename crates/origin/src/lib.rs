@@ -25,12 +25,15 @@
 //!   controllers, and the names `--quic-cc` takes for every controller.
 //! - [`iw`]: seed 001's initial window as the client asks for it
 //!   (`mewa-iw`), set per connection over Linux TCP (BPF) and QUIC.
+//! - [`headguard`]: an HTTP/1.1 connection's keep-alive wait told apart
+//!   from the wait for a request that has started.
 //! - [`server`]: [`Origin`], which binds the listeners and serves until told
 //!   to stop.
 //!
 //! docs/ORIGIN.md describes what is served and how to trust the certificates.
 
 pub mod h2;
+pub mod headguard;
 pub mod iw;
 pub mod quic_cc;
 pub mod respond;

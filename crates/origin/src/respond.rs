@@ -26,9 +26,17 @@ pub struct HttpOptions {
     /// Server think time before each response (emulates an origin's
     /// processing time; seed 001's computation latency lives in the pages).
     pub think: Duration,
-    /// HTTP/1.1: a connection that has not sent a complete request head
-    /// within this time is closed (slowloris). Also the TLS handshake limit.
+    /// A request must arrive whole (HTTP/1.1 head and body) within this
+    /// time of its first byte, or the connection is closed (slowloris,
+    /// [`crate::headguard`]). Also the TLS handshake limit.
     pub header_read_timeout: Duration,
+    /// How long a connection may wait idle for its next request: an
+    /// HTTP/1.1 connection between requests, a fresh connection before its
+    /// first byte, an HTTP/2 one before its preface. Separate from
+    /// `header_read_timeout` so that a browser's kept connections outlive
+    /// its user's think time (nginx's `keepalive_timeout` is 75 s too),
+    /// while a request that has started still gets the short limit.
+    pub keep_alive_timeout: Duration,
     /// Largest request head accepted: HTTP/1.1 buffer (431 or close beyond
     /// it) and HTTP/2 `SETTINGS_MAX_HEADER_LIST_SIZE`.
     pub max_header_bytes: usize,
@@ -62,6 +70,7 @@ impl Default for HttpOptions {
             max_age: 0,
             think: Duration::ZERO,
             header_read_timeout: Duration::from_secs(10),
+            keep_alive_timeout: Duration::from_secs(75),
             max_header_bytes: 16 * 1024,
             max_connections: 16_384,
             max_connections_per_source: 1024,

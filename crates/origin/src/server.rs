@@ -19,6 +19,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
+use crate::headguard::HeadGuard;
 use crate::iw::{ConnWindow, IwPolicy};
 use crate::respond::{respond, think_time, HttpOptions};
 use crate::store::{Store, StoreError};
@@ -219,13 +220,23 @@ impl Origin {
         };
         let mut h1 = http1::Builder::new();
         h1.timer(TokioTimer::new())
-            .header_read_timeout(config.http.header_read_timeout)
+            // hyper's one timer runs from the end of the previous response:
+            // it is the keep-alive limit, and the HeadGuard around each
+            // connection's stream keeps a started request to the header
+            // limit (crate::headguard).
+            .header_read_timeout(
+                config
+                    .http
+                    .keep_alive_timeout
+                    .max(config.http.header_read_timeout),
+            )
             // hyper's floor is 8 KiB; a head above the limit gets 431.
             .max_buf_size(config.http.max_header_bytes.max(8192));
         let h2 = crate::h2::Config {
             max_header_list_size: u32::try_from(config.http.max_header_bytes).unwrap_or(u32::MAX),
             max_request_body: MAX_REQUEST_BODY as u64,
-            preface_timeout: config.http.header_read_timeout,
+            // Nothing has been asked yet: an idle wait, as between requests.
+            preface_timeout: config.http.keep_alive_timeout,
             idle_timeout: config.http.h2_idle_timeout,
             write_timeout: config.http.h2_write_timeout,
             header_block_timeout: config.http.h2_header_block_timeout,
@@ -448,10 +459,14 @@ pub(crate) fn with_grant<B, R>(
 
 async fn serve_tcp(stream: TcpStream, tls: Option<TlsAcceptor>, ctx: Arc<Ctx>, window: Window) {
     let limit = ctx.http.header_read_timeout;
+    let idle = ctx.http.keep_alive_timeout;
     match tls {
-        None => match tokio::time::timeout(limit, starts_with_h2_preface(&stream)).await {
+        None => match tokio::time::timeout(idle, starts_with_h2_preface(&stream)).await {
             Ok(Some(true)) => serve_h2(stream, Scheme::Http, &ctx, window).await,
-            Ok(Some(false)) => serve_h1(TokioIo::new(stream), Scheme::Http, ctx, window).await,
+            Ok(Some(false)) => {
+                let io = TokioIo::new(HeadGuard::new(stream, limit));
+                serve_h1(io, Scheme::Http, ctx, window).await
+            }
             // Closed or silent: nothing to serve.
             Ok(None) | Err(_) => {}
         },
@@ -462,7 +477,8 @@ async fn serve_tcp(stream: TcpStream, tls: Option<TlsAcceptor>, ctx: Arc<Ctx>, w
             if s.get_ref().1.alpn_protocol() == Some(b"h2") {
                 serve_h2(s, Scheme::Https, &ctx, window).await;
             } else {
-                serve_h1(TokioIo::new(s), Scheme::Https, ctx, window).await;
+                let io = TokioIo::new(HeadGuard::new(s, limit));
+                serve_h1(io, Scheme::Https, ctx, window).await;
             }
         }
     }

@@ -362,6 +362,7 @@ async fn hostile_input_gets_4xx_or_close_and_server_keeps_serving() {
     let c = corpus();
     let mut cfg = config("hostile");
     cfg.http.header_read_timeout = Duration::from_millis(400);
+    cfg.http.keep_alive_timeout = Duration::from_millis(800);
     let r = start(&c, cfg).await;
     let host = c.pages[0].objects[0].host.clone();
 
@@ -422,6 +423,98 @@ async fn hostile_input_gets_4xx_or_close_and_server_keeps_serving() {
     assert!(
         closed_within_5s(tls(&r, b"h2").await).await,
         "TLS h2 connection without a preface not closed"
+    );
+    still_serves(r.plain, &c).await;
+    r.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_keep_alive_outlives_the_request_timeout() {
+    let c = corpus();
+    let mut cfg = config("keepalive");
+    cfg.http.header_read_timeout = Duration::from_millis(300);
+    cfg.http.keep_alive_timeout = Duration::from_millis(2500);
+    let r = start(&c, cfg).await;
+    let o = &c.pages[0].objects[0];
+    let get = format!("GET {} HTTP/1.1\r\nHost: {}\r\n\r\n", o.path, o.host);
+    // Reads one response's head (the body is not needed: the next request
+    // is only sent after it, and `Content-Length` tells where it ends).
+    async fn answered(s: &mut TcpStream, get: &str) -> bool {
+        if s.write_all(get.as_bytes()).await.is_err() {
+            return false;
+        }
+        let mut buf = Vec::new();
+        let mut b = [0u8; 65536];
+        loop {
+            match tokio::time::timeout(Duration::from_secs(5), s.read(&mut b)).await {
+                Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&b[..n]),
+                _ => return false,
+            }
+            let text = String::from_utf8_lossy(&buf);
+            if let Some(end) = text.find("\r\n\r\n") {
+                let len: usize = text[..end]
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length: ")
+                            .map(|v| v.trim().parse().unwrap_or(0))
+                    })
+                    .unwrap_or(0);
+                if buf.len() >= end + 4 + len {
+                    return text.starts_with("HTTP/1.1 200");
+                }
+            }
+        }
+    }
+    // Idle for four request timeouts between two
+    // requests, the connection is still there; idle past the keep-alive
+    // limit, it is closed.
+    let mut s = TcpStream::connect(r.plain).await.unwrap();
+    assert!(answered(&mut s, &get).await, "first request");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(
+        answered(&mut s, &get).await,
+        "an idle connection was closed at the request timeout, not the keep-alive one"
+    );
+    let t0 = Instant::now();
+    assert!(closed_within_5s(s).await, "idle past the keep-alive limit");
+    let idle = t0.elapsed();
+    assert!(
+        idle >= Duration::from_millis(2000),
+        "closed after {idle:?} idle: before the keep-alive limit"
+    );
+    // A silent new connection gets the keep-alive limit, not the request's.
+    let t0 = Instant::now();
+    assert!(closed_within_5s(TcpStream::connect(r.plain).await.unwrap()).await);
+    assert!(
+        t0.elapsed() >= Duration::from_millis(2000),
+        "{:?}",
+        t0.elapsed()
+    );
+    // A head dripped a byte at a time is cut at the request timeout even
+    // though the keep-alive limit is long, after a first answered request.
+    let mut s = TcpStream::connect(r.plain).await.unwrap();
+    assert!(answered(&mut s, &get).await);
+    let t0 = Instant::now();
+    let mut cut = None;
+    for b in get.as_bytes().iter().take(20) {
+        if s.write_all(&[*b]).await.is_err() {
+            cut = Some(t0.elapsed());
+            break;
+        }
+        let mut one = [0u8; 1];
+        match tokio::time::timeout(Duration::from_millis(100), s.read(&mut one)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                cut = Some(t0.elapsed());
+                break;
+            }
+            _ => {}
+        }
+    }
+    let cut = cut.expect("a dripped head was still being read after 2 s");
+    assert!(
+        cut >= Duration::from_millis(250) && cut < Duration::from_millis(1500),
+        "dripped head cut after {cut:?}"
     );
     still_serves(r.plain, &c).await;
     r.stop().await;

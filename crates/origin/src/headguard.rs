@@ -1,0 +1,196 @@
+//! An HTTP/1.1 connection's two waits, told apart: the idle wait for a
+//! next request (keep-alive) and the wait for a request that has started.
+//!
+//! hyper times both with one timer (`header_read_timeout`), which starts
+//! when the connection begins waiting for a request head, so an idle
+//! keep-alive connection and a slowloris client get the same limit. A
+//! short limit protects the server but closes the connections a browser
+//! keeps between page loads, and on a cellular link the server's FIN then
+//! wakes the radio during the user's think time (seed 003's setting). A
+//! long limit keeps them but lets a client drip a head for as long.
+//!
+//! [`HeadGuard`] wraps the stream: hyper's timer is set to the keep-alive
+//! limit, and the guard fails the read side once a request has been
+//! arriving for longer than the header limit without the server having
+//! answered. A request "has been arriving" from the first byte read after
+//! the server last wrote (or since the connection began) until the server
+//! writes again; the origin reads a request's (small, bounded) body before
+//! it answers, so the limit covers head and body together.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::Sleep;
+
+/// `inner` with a limit on how long a request may take to arrive; see the
+/// module's documentation.
+pub struct HeadGuard<S> {
+    inner: S,
+    limit: Duration,
+    /// Running while a request is arriving: from the first byte read after
+    /// the last write.
+    deadline: Option<Pin<Box<Sleep>>>,
+}
+
+impl<S> HeadGuard<S> {
+    /// `inner`, whose requests must arrive within `limit` of their first
+    /// byte.
+    pub fn new(inner: S, limit: Duration) -> Self {
+        HeadGuard {
+            inner,
+            limit,
+            deadline: None,
+        }
+    }
+
+    /// True while a request is arriving (its timer runs).
+    pub fn request_arriving(&self) -> bool {
+        self.deadline.is_some()
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for HeadGuard<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        let got = buf.filled().len() > before;
+        if got && this.deadline.is_none() {
+            this.deadline = Some(Box::pin(tokio::time::sleep(this.limit)));
+        }
+        // Polled on every read, so a client that drips a byte at a time is
+        // cut off as surely as one that stops: the timer also wakes the
+        // reader when it fires.
+        if let Some(d) = this.deadline.as_mut() {
+            if d.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "request not received within {:?} of its first byte",
+                        this.limit
+                    ),
+                )));
+            }
+        }
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for HeadGuard<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, data);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            // The server answers: the request it answers has arrived.
+            self.deadline = None;
+        }
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.deadline = None;
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    const LIMIT: Duration = Duration::from_secs(10);
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_connection_is_not_timed() {
+        let (client, server) = tokio::io::duplex(1024);
+        let mut g = HeadGuard::new(server, LIMIT);
+        let read = tokio::spawn(async move {
+            let mut b = [0u8; 16];
+            let n = g.read(&mut b).await;
+            (n.map_err(|e| e.kind()), g.request_arriving())
+        });
+        // Silent for six limits, then a request: the read gets it.
+        tokio::time::sleep(LIMIT * 6).await;
+        let mut client = client;
+        client.write_all(b"GET").await.unwrap();
+        let (n, arriving) = read.await.unwrap();
+        assert_eq!(n, Ok(3));
+        assert!(arriving, "the first byte starts the request's timer");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dripped_request_is_cut_off_at_the_limit() {
+        let (mut client, server) = tokio::io::duplex(1024);
+        let mut g = HeadGuard::new(server, LIMIT);
+        let drip = tokio::spawn(async move {
+            for _ in 0..30 {
+                if client.write_all(b"X").await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        let start = tokio::time::Instant::now();
+        let mut b = [0u8; 16];
+        let err = loop {
+            match g.read(&mut b).await {
+                Ok(0) => panic!("the client closed before the limit"),
+                Ok(_) => continue,
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        let took = start.elapsed();
+        assert!(
+            took >= LIMIT && took < LIMIT + Duration::from_secs(2),
+            "cut off after {took:?}"
+        );
+        drip.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_ends_the_requests_timer() {
+        let (mut client, server) = tokio::io::duplex(1024);
+        let mut g = HeadGuard::new(server, LIMIT);
+        client.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        let mut b = [0u8; 64];
+        assert!(g.read(&mut b).await.unwrap() > 0);
+        assert!(g.request_arriving());
+        g.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
+        assert!(!g.request_arriving(), "answered: the timer stops");
+        // Idle past the limit, then the next request is read whole.
+        tokio::time::sleep(LIMIT * 3).await;
+        client.write_all(b"GET /2").await.unwrap();
+        assert_eq!(g.read(&mut b).await.unwrap(), 6);
+    }
+}
