@@ -11,15 +11,20 @@
 //!
 //! [`HeadGuard`] wraps the stream: hyper's timer is set to the keep-alive
 //! limit, and the guard fails the read side once a request has been
-//! arriving for longer than the header limit without the server having
-//! answered. A request "has been arriving" from the first byte read after
-//! the server last wrote (or since the connection began) until the server
-//! writes again; the origin reads a request's (small, bounded) body before
-//! it answers, so the limit covers head and body together.
+//! arriving for longer than the header limit. A request "has been
+//! arriving" from the first byte read after the server last wrote (or
+//! since the connection began) until the service says it has the whole
+//! request ([`Received::mark`]: the origin marks it once it has read the
+//! (small, bounded) body, so the limit covers head and body) or the server
+//! writes again. The service's mark matters because hyper keeps reading
+//! while it answers (to see the client close): without it, a response held
+//! back longer than the limit (emulated server think time) would be cut.
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -32,8 +37,21 @@ pub struct HeadGuard<S> {
     inner: S,
     limit: Duration,
     /// Running while a request is arriving: from the first byte read after
-    /// the last write.
+    /// the last write or the last [`Received::mark`].
     deadline: Option<Pin<Box<Sleep>>>,
+    received: Received,
+}
+
+/// The service's side of a [`HeadGuard`]: says that the request it is
+/// answering has arrived whole, which stops the request's timer.
+#[derive(Clone, Debug, Default)]
+pub struct Received(Arc<AtomicBool>);
+
+impl Received {
+    /// The request being answered has arrived whole.
+    pub fn mark(&self) {
+        self.0.store(true, Ordering::Release);
+    }
 }
 
 impl<S> HeadGuard<S> {
@@ -44,7 +62,13 @@ impl<S> HeadGuard<S> {
             inner,
             limit,
             deadline: None,
+            received: Received::default(),
         }
+    }
+
+    /// The handle the service marks each whole request with.
+    pub fn received(&self) -> Received {
+        self.received.clone()
     }
 
     /// True while a request is arriving (its timer runs).
@@ -60,6 +84,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for HeadGuard<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        if this.received.0.swap(false, Ordering::AcqRel) {
+            this.deadline = None;
+        }
         let before = buf.filled().len();
         let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
         let got = buf.filled().len() > before;
@@ -192,5 +219,29 @@ mod tests {
         tokio::time::sleep(LIMIT * 3).await;
         client.write_all(b"GET /2").await.unwrap();
         assert_eq!(g.read(&mut b).await.unwrap(), 6);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_marked_request_may_be_answered_after_the_limit() {
+        let (mut client, server) = tokio::io::duplex(1024);
+        let mut g = HeadGuard::new(server, LIMIT);
+        let received = g.received();
+        client.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        let mut b = [0u8; 64];
+        assert!(g.read(&mut b).await.unwrap() > 0);
+        received.mark();
+        // The server thinks for three limits while the connection is read
+        // (as hyper does, to see a close): the read waits, it does not fail.
+        let waited = tokio::time::timeout(LIMIT * 3, g.read(&mut b)).await;
+        assert!(waited.is_err(), "the read ended: {waited:?}");
+        assert!(!g.request_arriving());
+        // Without the mark, the same wait fails at the limit.
+        client.write_all(b"GET /2").await.unwrap();
+        assert_eq!(g.read(&mut b).await.unwrap(), 6);
+        let failed = tokio::time::timeout(LIMIT * 3, g.read(&mut b)).await;
+        assert!(
+            matches!(&failed, Ok(Err(e)) if e.kind() == io::ErrorKind::TimedOut),
+            "{failed:?}"
+        );
     }
 }

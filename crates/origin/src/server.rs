@@ -464,8 +464,7 @@ async fn serve_tcp(stream: TcpStream, tls: Option<TlsAcceptor>, ctx: Arc<Ctx>, w
         None => match tokio::time::timeout(idle, starts_with_h2_preface(&stream)).await {
             Ok(Some(true)) => serve_h2(stream, Scheme::Http, &ctx, window).await,
             Ok(Some(false)) => {
-                let io = TokioIo::new(HeadGuard::new(stream, limit));
-                serve_h1(io, Scheme::Http, ctx, window).await
+                serve_h1(HeadGuard::new(stream, limit), Scheme::Http, ctx, window).await
             }
             // Closed or silent: nothing to serve.
             Ok(None) | Err(_) => {}
@@ -477,8 +476,7 @@ async fn serve_tcp(stream: TcpStream, tls: Option<TlsAcceptor>, ctx: Arc<Ctx>, w
             if s.get_ref().1.alpn_protocol() == Some(b"h2") {
                 serve_h2(s, Scheme::Https, &ctx, window).await;
             } else {
-                let io = TokioIo::new(HeadGuard::new(s, limit));
-                serve_h1(io, Scheme::Https, ctx, window).await;
+                serve_h1(HeadGuard::new(s, limit), Scheme::Https, ctx, window).await;
             }
         }
     }
@@ -521,14 +519,16 @@ where
     .await;
 }
 
-async fn serve_h1<I>(io: I, scheme: Scheme, ctx: Arc<Ctx>, window: Window)
+async fn serve_h1<S>(io: HeadGuard<S>, scheme: Scheme, ctx: Arc<Ctx>, window: Window)
 where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let c = ctx.clone();
+    let received = io.received();
     let svc = service_fn(move |req: hyper::Request<Incoming>| {
         let c = c.clone();
         let window = window.clone();
+        let received = received.clone();
         async move {
             // Requests with a body are read (up to a limit) before answering,
             // so that a broken body ends the request instead of being
@@ -546,6 +546,8 @@ where
                     }
                 }
             }
+            // Whole: the request timeout stops here, before any think time.
+            received.mark();
             let req = hyper::Request::from_parts(parts, ());
             let wait = think_time(&c.store, &req, &c.http);
             if !wait.is_zero() {
@@ -557,5 +559,5 @@ where
     });
     // Malformed requests end just this connection; hyper has already
     // answered 400/431 where HTTP/1.1 allows it.
-    let _ = ctx.h1.serve_connection(io, svc).await;
+    let _ = ctx.h1.serve_connection(TokioIo::new(io), svc).await;
 }

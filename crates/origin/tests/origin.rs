@@ -521,6 +521,28 @@ async fn idle_keep_alive_outlives_the_request_timeout() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_may_think_longer_than_the_request_timeout() {
+    // The request timeout bounds a request's arrival, not the answer: an
+    // emulated server thinking past it still answers, over HTTP/1.1.
+    let c = corpus();
+    let mut cfg = config("slowthink");
+    cfg.http.header_read_timeout = Duration::from_millis(200);
+    cfg.http.think = Duration::from_millis(700);
+    let r = start(&c, cfg).await;
+    let o = &c.pages[0].objects[0];
+    let mut s = h1(TcpStream::connect(r.plain).await.unwrap()).await;
+    for _ in 0..2 {
+        let t0 = Instant::now();
+        let p = send1(&mut s, req("GET", &o.host, &o.path)).await;
+        let p = p.expect("the connection was cut while the server thought");
+        let (parts, _) = collect(p).await;
+        assert_eq!(parts.status, StatusCode::OK);
+        assert!(t0.elapsed() >= Duration::from_millis(700));
+    }
+    r.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn think_time_delays_each_response() {
     let c = corpus();
     let mut cfg = config("think");
