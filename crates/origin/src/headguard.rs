@@ -75,6 +75,14 @@ impl<S> HeadGuard<S> {
     pub fn request_arriving(&self) -> bool {
         self.deadline.is_some()
     }
+
+    /// After a write: bytes out mean the server answers, so the request it
+    /// answers has arrived.
+    fn wrote(&mut self, polled: &Poll<io::Result<usize>>) {
+        if matches!(polled, Poll::Ready(Ok(n)) if *n > 0) {
+            self.deadline = None;
+        }
+    }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for HeadGuard<S> {
@@ -118,10 +126,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for HeadGuard<S> {
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
         let polled = Pin::new(&mut self.inner).poll_write(cx, data);
-        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            // The server answers: the request it answers has arrived.
-            self.deadline = None;
-        }
+        self.wrote(&polled);
         polled
     }
 
@@ -131,9 +136,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for HeadGuard<S> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            self.deadline = None;
-        }
+        self.wrote(&polled);
         polled
     }
 
