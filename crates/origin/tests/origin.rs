@@ -437,8 +437,9 @@ async fn idle_keep_alive_outlives_the_request_timeout() {
     let r = start(&c, cfg).await;
     let o = &c.pages[0].objects[0];
     let get = format!("GET {} HTTP/1.1\r\nHost: {}\r\n\r\n", o.path, o.host);
-    // Reads one response's head (the body is not needed: the next request
-    // is only sent after it, and `Content-Length` tells where it ends).
+    // Sends `get` and reads its whole response (the head, then as many body
+    // bytes as `Content-Length` says), so that the connection is quiet
+    // before the next request; true if it was a 200.
     async fn answered(s: &mut TcpStream, get: &str) -> bool {
         if s.write_all(get.as_bytes()).await.is_err() {
             return false;
