@@ -56,6 +56,14 @@ fn spurious(r: &CellRun) -> u32 {
 
 /// Loads that began with the radio asleep on connections kept from an
 /// earlier load: where a promotion meets TCP's old RTT estimate.
+/// `new` against `base` in per cent (+: larger), if `base` is positive.
+fn change_pct(base: Option<f64>, new: Option<f64>) -> Option<f64> {
+    match (base, new) {
+        (Some(b), Some(n)) if b > 0.0 => Some((n / b - 1.0) * 100.0),
+        _ => None,
+    }
+}
+
 fn after_promotion(r: &CellRun) -> bool {
     r.seq > 0 && r.promotions > 0
 }
@@ -306,8 +314,8 @@ pub fn report(
                 v.len().to_string(),
                 opt(med, 3),
                 opt(mean(&plts(&v)), 3),
-                match (med, base) {
-                    (Some(m), Some(b)) if s != "base" && b > 0.0 => pct((m / b - 1.0) * 100.0),
+                match change_pct(base, med) {
+                    Some(c) if s != "base" => pct(c),
                     _ => "-".into(),
                 },
                 format!("{:.2}", per(&|x| f64::from(spurious(x)))),
@@ -407,10 +415,7 @@ pub fn report(
                 .iter()
                 .filter_map(|x| {
                     let y = f.iter().find(|y| y.page == x.page && y.seq == x.seq)?;
-                    match (x.plt_s, y.plt_s) {
-                        (Some(pb), Some(pf)) if pb > 0.0 => Some((pf / pb - 1.0) * 100.0),
-                        _ => None,
-                    }
+                    change_pct(x.plt_s, y.plt_s)
                 })
                 .collect();
             fix.push(vec![
@@ -438,10 +443,7 @@ pub fn report(
                 format!("{} / {}", genuine(&b), genuine(&f)),
                 opt(mb, 3),
                 opt(mf, 3),
-                match (mb, mf) {
-                    (Some(b), Some(f)) if b > 0.0 => pct((f / b - 1.0) * 100.0),
-                    _ => "-".into(),
-                },
+                change_pct(mb, mf).map_or_else(|| "-".into(), pct),
                 paired.len().to_string(),
                 median(&paired).map_or_else(|| "-".into(), pct),
             ]);
