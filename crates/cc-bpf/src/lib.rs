@@ -1,8 +1,9 @@
 //! mewa's controllers for Linux TCP, as BPF `struct_ops` congestion controls:
 //! FLD_TCP named [`FLD`] (`mewa_fld`, the rules of `crates/cc`), the same
 //! paced by the kernel ([`FLD_PACED`]), and [`IW`] (`mewa_iw`: the kernel's
-//! cubic started from a window the client asked for, seed 001); the calls that register them with the kernel, remove them
-//! and report on them (`mewa cc load`, `unload`, `status`); and
+//! cubic started from a window the client asked for, seed 001); the calls
+//! that register them with the kernel, remove them and report on them
+//! (`mewa cc load`, `unload`, `status`); and
 //! [`IwStore`], through which the origin hands one socket its granted
 //! initial window.
 //!
@@ -53,7 +54,7 @@ pub const IW: &str = "mewa_iw";
 pub const FLD_PACED: &str = "mewa_fld_paced";
 /// Every control `mewa cc load` registers (one BPF object).
 pub const CONTROLS: [&str; 3] = [FLD, IW, FLD_PACED];
-/// The socket storage map both controls read the granted window from.
+/// The socket storage map every control reads the granted window from.
 pub const IW_MAP: &str = "mewa_iw_req";
 
 /// Where the kernel lists the congestion controls sockets may use.
