@@ -116,7 +116,10 @@ struct CellularArgs {
     #[arg(long, value_delimiter = ',')]
     network: Vec<String>,
     /// Settings, each one knob changed from Linux's defaults: base,
-    /// ssai-off, no-metrics, reno, bbr, rto-floor [default: all six].
+    /// ssai-off, no-metrics, reno, bbr, rto-floor (the fix), frto-off (no
+    /// F-RTO), ts-off (no TCP timestamps); or knobs joined by +
+    /// (frto-off+ts-off+rto-floor), the fix then compared with the same
+    /// setting without it [default: the eight single ones].
     #[arg(long, value_delimiter = ',')]
     setting: Vec<String>,
     /// Protocols: h1 (HTTP/1.1 over TLS, 6 per host), h2, h3 [default: h1,h2].

@@ -24,7 +24,20 @@
 //! - `no-metrics`: `net.ipv4.tcp_no_metrics_save = 1` (seed 003 §6.2.4);
 //! - `reno`, `bbr`: the server's congestion control (seed 003 §6.2.3);
 //! - `rto-floor`: the fix, a retransmission timeout that covers the radio's
-//!   promotion (see [`rto`] for how and why it is built this way).
+//!   promotion (see [`rto`] for how and why it is built this way);
+//! - `frto-off`: `net.ipv4.tcp_frto = 0` (both ends), a sender without
+//!   F-RTO (RFC 5682). Linux's F-RTO tells a spurious timeout from a real
+//!   one by the first ACKs after it and, when spurious, sends new data
+//!   instead of the whole flight again; without it a spurious timeout
+//!   costs what seed 003 describes ("a corresponding burst of
+//!   retransmissions");
+//! - `ts-off`: `net.ipv4.tcp_timestamps = 0` (both ends), a peer without
+//!   TCP timestamps (Windows' default). Linux also finds a spurious timeout
+//!   by the timestamp an ACK echoes (Eifel detection, RFC 3522), F-RTO or
+//!   not; without timestamps only F-RTO and DSACK remain.
+//!
+//! Knobs combine with `+` (`frto-off+rto-floor`): the fix is then measured
+//! against the same setting without it.
 //!
 //! Per load: the page load time (the loader's last object done, or
 //! Chromium's own onload time), the throughput the link delivered (average
@@ -134,6 +147,18 @@ pub struct Knobs {
     pub metrics_save: bool,
     /// The retransmission-timeout floor over the radio ([`rto`]).
     pub rto_floor: bool,
+    /// F-RTO (`net.ipv4.tcp_frto`, on by default) at both ends.
+    #[serde(default = "yes")]
+    pub frto: bool,
+    /// TCP timestamps (`net.ipv4.tcp_timestamps`, on by default) at both
+    /// ends.
+    #[serde(default = "yes")]
+    pub timestamps: bool,
+}
+
+/// Serde's default for knobs that older result folders did not record.
+fn yes() -> bool {
+    true
 }
 
 impl Knobs {
@@ -145,27 +170,65 @@ impl Knobs {
             slow_start_after_idle: true,
             metrics_save: true,
             rto_floor: false,
+            frto: true,
+            timestamps: true,
         }
     }
 
-    /// A setting by name: `base`, or the base with one knob changed.
+    /// A setting by name: `base`, the base with one knob changed, or knobs
+    /// joined by `+` (`frto-off+rto-floor`). `None` for an unknown knob,
+    /// one given twice, or two controls.
     pub fn by_name(name: &str) -> Option<Knobs> {
         let mut k = Knobs::base();
-        match name {
-            "base" => {}
-            "ssai-off" => k.slow_start_after_idle = false,
-            "no-metrics" => k.metrics_save = false,
-            "reno" | "bbr" => k.cc = name.into(),
-            "rto-floor" => k.rto_floor = true,
-            _ => return None,
+        if name == "base" {
+            return Some(k);
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for part in name.split('+') {
+            if seen.contains(&part) {
+                return None;
+            }
+            seen.push(part);
+            match part {
+                "ssai-off" => k.slow_start_after_idle = false,
+                "no-metrics" => k.metrics_save = false,
+                "reno" | "bbr" if k.cc == "cubic" => k.cc = part.into(),
+                "rto-floor" => k.rto_floor = true,
+                "frto-off" => k.frto = false,
+                "ts-off" => k.timestamps = false,
+                _ => return None,
+            }
         }
         k.name = name.into();
         Some(k)
     }
 
-    /// Every setting's name.
-    pub const NAMES: [&'static str; 6] =
-        ["base", "ssai-off", "no-metrics", "reno", "bbr", "rto-floor"];
+    /// The setting that differs from `self` only by the fix: `base` for
+    /// `rto-floor`, `frto-off` for `frto-off+rto-floor`; `None` without
+    /// the fix.
+    pub fn without_fix(&self) -> Option<String> {
+        if !self.rto_floor {
+            return None;
+        }
+        let rest: Vec<&str> = self.name.split('+').filter(|p| *p != "rto-floor").collect();
+        Some(if rest.is_empty() {
+            "base".into()
+        } else {
+            rest.join("+")
+        })
+    }
+
+    /// Every single knob's setting name.
+    pub const NAMES: [&'static str; 8] = [
+        "base",
+        "ssai-off",
+        "no-metrics",
+        "reno",
+        "bbr",
+        "rto-floor",
+        "frto-off",
+        "ts-off",
+    ];
 }
 
 /// `mewa lab cellular`'s settings.
@@ -442,6 +505,18 @@ fn apply_knobs(
             "net.ipv4.tcp_no_metrics_save",
             if knobs.metrics_save { "0" } else { "1" },
         )?;
+        set_sysctl(
+            topo,
+            host,
+            "net.ipv4.tcp_frto",
+            if knobs.frto { "2" } else { "0" },
+        )?;
+        set_sysctl(
+            topo,
+            host,
+            "net.ipv4.tcp_timestamps",
+            if knobs.timestamps { "1" } else { "0" },
+        )?;
     }
     if knobs.rto_floor {
         let floor = rto::floor_for(Duration::from_millis(profile.promotion_ms));
@@ -524,7 +599,10 @@ pub fn run(
         .map(|s| {
             Knobs::by_name(s).ok_or_else(|| ExperimentError::Config {
                 field: "--setting",
-                message: format!("{s}: give one of {}", Knobs::NAMES.join(", ")),
+                message: format!(
+                    "{s}: give one of {}, or knobs joined by + (frto-off+rto-floor)",
+                    Knobs::NAMES.join(", ")
+                ),
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -1282,6 +1360,8 @@ mod tests {
                 k.slow_start_after_idle != base.slow_start_after_idle,
                 k.metrics_save != base.metrics_save,
                 k.rto_floor != base.rto_floor,
+                k.frto != base.frto,
+                k.timestamps != base.timestamps,
             ]
             .iter()
             .filter(|c| **c)
@@ -1289,6 +1369,33 @@ mod tests {
             assert_eq!(changed, usize::from(name != "base"), "{name}");
         }
         assert!(Knobs::by_name("cubic-fast").is_none());
+    }
+
+    #[test]
+    fn knobs_combine_and_the_fix_is_compared_without_itself() {
+        let k = Knobs::by_name("frto-off+ts-off+rto-floor").unwrap();
+        assert!(!k.frto && !k.timestamps && k.rto_floor && k.slow_start_after_idle);
+        assert_eq!(k.without_fix().as_deref(), Some("frto-off+ts-off"));
+        let k = Knobs::by_name("ssai-off+rto-floor+reno").unwrap();
+        assert_eq!((k.cc.as_str(), k.slow_start_after_idle), ("reno", false));
+        assert_eq!(k.without_fix().as_deref(), Some("ssai-off+reno"));
+        assert_eq!(
+            Knobs::by_name("rto-floor")
+                .unwrap()
+                .without_fix()
+                .as_deref(),
+            Some("base")
+        );
+        assert_eq!(Knobs::by_name("frto-off").unwrap().without_fix(), None);
+        for bad in [
+            "reno+bbr",
+            "frto-off+frto-off",
+            "base+rto-floor",
+            "frto-off+",
+            "",
+        ] {
+            assert!(Knobs::by_name(bad).is_none(), "{bad}");
+        }
     }
 
     #[test]

@@ -359,6 +359,7 @@ pub fn report(
         "radio",
         "network",
         "protocol",
+        "settings",
         "loads after a promotion",
         "spurious (base)",
         "spurious (fix)",
@@ -375,16 +376,25 @@ pub fn report(
         "paired loads",
         "paired change %",
     ]);
-    if config.settings.iter().any(|s| s == "rto-floor")
-        && config.settings.iter().any(|s| s == "base")
-    {
+    // Each setting with the fix against the same setting without it
+    // (`rto-floor` against `base`, `frto-off+rto-floor` against
+    // `frto-off`), where the run has both.
+    let pairs: Vec<(String, &String)> = config
+        .settings
+        .iter()
+        .filter_map(|s| {
+            let without = super::Knobs::by_name(s)?.without_fix()?;
+            config.settings.contains(&without).then_some((without, s))
+        })
+        .collect();
+    for (without, with) in &pairs {
         for (browser, r, n, p) in grid(&browsers, config) {
             let of = |s: &str| -> Vec<&CellRun> {
                 let mut v = cell_runs(&runs, [browser, r, n, p, s]);
                 v.retain(|x| after_promotion(x));
                 v
             };
-            let (b, f) = (of("base"), of("rto-floor"));
+            let (b, f) = (of(without), of(with));
             if b.is_empty() || f.is_empty() {
                 continue;
             }
@@ -423,6 +433,7 @@ pub fn report(
                 r.clone(),
                 n.clone(),
                 p.clone(),
+                format!("{without} → {with}"),
                 format!("{} / {}", b.len(), f.len()),
                 sp(&b).to_string(),
                 sp(&f).to_string(),
@@ -454,7 +465,8 @@ pub fn report(
         csv: "fix.csv",
         table: fix,
         note: "Loads after the session's first whose start woke the radio (promotions > 0), with \
-               and without the fix (setting rto-floor: the routes over the radio carry rto_min = \
+               and without the fix, in each setting the run has both ways (settings: base → \
+               rto-floor, or frto-off → frto-off+rto-floor for a sender without F-RTO; rto-floor: the routes over the radio carry rto_min = \
                promotion + 200 ms, and mewa_rto gives handshakes promotion + 1 s; docs/LAB.md says \
                why a route and not TCP_BPF_RTO_MIN). Spurious: retransmissions the link delivered \
                twice, both ends, handshakes included; timeouts: both ends' kernel RTOs (TCPTimeouts, \
@@ -473,10 +485,18 @@ pub fn report(
         note: String::new(),
     });
 
-    // The window around a promotion: the first such load of 3G h2, base
-    // and with the fix.
+    // The window around a promotion: the first such load of 3G h2, in
+    // each setting compared in the fix table, without the fix and with it.
     let mut plots = Vec::new();
-    for setting in ["base", "rto-floor"] {
+    let mut shown: Vec<&str> = vec!["base", "rto-floor"];
+    for (without, with) in &pairs {
+        for s in [without.as_str(), with.as_str()] {
+            if !shown.contains(&s) {
+                shown.push(s);
+            }
+        }
+    }
+    for setting in shown {
         let Some(t) = traces
             .iter()
             .find(|t| t.setting == setting && t.protocol == "h2" && t.radio == radio)
@@ -598,6 +618,15 @@ mod tests {
         assert!(runs.rows.iter().all(|r| r.len() == runs.headers.len()));
     }
 
+    /// The report's fix table.
+    fn fix_table(r: &LabReport) -> &Table {
+        &r.sections
+            .iter()
+            .find(|s| s.csv == "fix.csv")
+            .expect("a fix table")
+            .table
+    }
+
     #[test]
     fn the_fix_pairs_each_pages_same_load_across_settings() {
         // (setting, page, seq, promotions, PLT): page a woke the radio only
@@ -628,19 +657,54 @@ mod tests {
             ..CellularConfig::default()
         };
         let r = report(&config, runs, Vec::new(), None);
-        let fix = &r
-            .sections
-            .iter()
-            .find(|s| s.csv == "fix.csv")
-            .unwrap()
-            .table;
+        let fix = fix_table(&r);
         assert_eq!(fix.rows.len(), 1);
         let col = |name: &str| {
             let i = fix.headers.iter().position(|h| h == name).unwrap();
             fix.rows[0][i].as_str()
         };
+        assert_eq!(col("settings"), "base → rto-floor");
         assert_eq!(col("loads after a promotion"), "3 / 2");
         assert_eq!(col("PLT change %"), "65.0");
         assert_eq!((col("paired loads"), col("paired change %")), ("2", "10.0"));
+    }
+
+    #[test]
+    fn the_fix_is_compared_within_each_setting_that_has_it_both_ways() {
+        // (setting, page, PLT): without F-RTO the fix saves 1 s; the base
+        // pair is there too, and reno has no pair (no reno+rto-floor).
+        let loads = [
+            ("base", "a", 2.0),
+            ("rto-floor", "a", 2.0),
+            ("frto-off", "a", 3.0),
+            ("frto-off+rto-floor", "a", 2.0),
+            ("reno", "a", 2.5),
+        ];
+        let runs: Vec<CellRun> = loads
+            .iter()
+            .map(|&(setting, page, plt)| {
+                let mut v = old_line(setting, "h2", plt);
+                v["page"] = page.into();
+                v["seq"] = 1.into();
+                serde_json::from_value(v).unwrap()
+            })
+            .collect();
+        let config = CellularConfig {
+            radios: vec!["3g".into()],
+            settings: loads.iter().map(|l| l.0.to_string()).collect(),
+            protocols: vec!["h2".into()],
+            ..CellularConfig::default()
+        };
+        let r = report(&config, runs, Vec::new(), None);
+        let fix = fix_table(&r);
+        let col = |row: usize, name: &str| {
+            let i = fix.headers.iter().position(|h| h == name).unwrap();
+            fix.rows[row][i].clone()
+        };
+        assert_eq!(fix.rows.len(), 2);
+        assert_eq!(col(0, "settings"), "base → rto-floor");
+        assert_eq!(col(0, "paired change %"), "0.0");
+        assert_eq!(col(1, "settings"), "frto-off → frto-off+rto-floor");
+        assert_eq!(col(1, "paired change %"), "-33.3");
     }
 }
