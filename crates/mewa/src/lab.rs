@@ -529,9 +529,11 @@ struct FldPagesArgs {
     /// tcp:reno) or udp:RATE (udp:75mbit); `none` for no cross traffic.
     #[arg(long, value_delimiter = ',')]
     cross: Vec<String>,
-    /// The bottleneck queue in ms at the setting's capacity [default: 20].
-    #[arg(long)]
-    queue_ms: Option<u64>,
+    /// The bottleneck queue in ms at the setting's capacity; several,
+    /// comma-separated, sweep it (each setting once per queue, with a plot
+    /// of each control's change against cubic by queue) [default: 20].
+    #[arg(long, value_delimiter = ',')]
+    queue_ms: Vec<u64>,
     /// Chromium binary for --type chromium [default: /usr/bin/chromium].
     #[arg(long)]
     chromium: Option<PathBuf>,
@@ -1123,7 +1125,9 @@ impl FldPagesArgs {
             c.protocols = self.types.clone();
         }
         c.loads = self.loads.unwrap_or(c.loads);
-        c.queue_ms = self.queue_ms.unwrap_or(c.queue_ms);
+        if !self.queue_ms.is_empty() {
+            c.queue_ms = self.queue_ms.clone();
+        }
         if let Some(b) = &self.chromium {
             c.chromium = absolute(b)?;
         }

@@ -610,8 +610,12 @@ pub struct PagesConfig {
     pub loads: usize,
     /// Seconds of cross traffic before the first load.
     pub warmup_s: u64,
-    /// The bottleneck queue, in ms at the setting's capacity.
-    pub queue_ms: u64,
+    /// The bottleneck queue, in ms at the setting's capacity; several make
+    /// a sweep, each setting run once per queue (seed 002 does not give its
+    /// emulator's queue, and FLD_TCP's gain depends on it). A single number
+    /// in older config files reads as one queue.
+    #[serde(deserialize_with = "one_or_many")]
+    pub queue_ms: Vec<u64>,
     /// Background flows instead of the settings' (empty: no cross traffic).
     pub cross: Option<Vec<Flow>>,
     /// The client's initial receive buffer (`net.ipv4.tcp_rmem`).
@@ -632,7 +636,7 @@ impl Default for PagesConfig {
             protocols: vec!["h2".into(), "h1".into()],
             loads: 11,
             warmup_s: 5,
-            queue_ms: 20,
+            queue_ms: vec![20],
             cross: None,
             client_rmem: CLIENT_RMEM,
             chromium: PathBuf::from("/usr/bin/chromium"),
@@ -641,11 +645,51 @@ impl Default for PagesConfig {
     }
 }
 
+/// Reads a number or a list of numbers as a list.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(u64),
+        Many(Vec<u64>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(n) => vec![n],
+        OneOrMany::Many(v) => v,
+    })
+}
+
+impl PagesConfig {
+    /// Each setting and queue the run has, and its label in the tables: the
+    /// setting's name, with `-q<ms>` when the run sweeps the queue.
+    pub fn cells(&self) -> Vec<(String, u64, String)> {
+        let sweep = self.queue_ms.len() > 1;
+        self.settings
+            .iter()
+            .flat_map(|s| {
+                self.queue_ms.iter().map(move |&q| {
+                    let label = if sweep {
+                        format!("{s}-q{q}")
+                    } else {
+                        s.clone()
+                    };
+                    (s.clone(), q, label)
+                })
+            })
+            .collect()
+    }
+}
+
 /// One page load of the pages experiment.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PageRun {
-    /// Network setting.
+    /// Network setting, with `-q<ms>` in a queue sweep
+    /// ([`PagesConfig::cells`]).
     pub setting: String,
+    /// The bottleneck queue, ms (`None` in runs recorded before it was
+    /// kept).
+    #[serde(default)]
+    pub queue_ms: Option<u64>,
     /// Page type (`h2`, `h1`).
     pub protocol: String,
     /// The server's control.
@@ -821,18 +865,27 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<LabReport, Exp
     at_least_one("--cc", config.ccs.len())?;
     at_least_one("--setting", config.settings.len())?;
     at_least_one("--type", config.protocols.len())?;
+    at_least_one("--queue-ms", config.queue_ms.len())?;
+    if let Some(q) = config.queue_ms.iter().find(|&&q| q == 0 || q > 10_000) {
+        return Err(ExperimentError::Config {
+            field: "--queue-ms",
+            message: format!("{q}: give 1 to 10000 ms"),
+        });
+    }
+    // (setting with its label as name, queue).
     let settings = config
-        .settings
-        .iter()
-        .map(|s| {
-            let mut setting = Setting::by_name(s).ok_or_else(|| ExperimentError::Config {
+        .cells()
+        .into_iter()
+        .map(|(s, q, label)| {
+            let mut setting = Setting::by_name(&s).ok_or_else(|| ExperimentError::Config {
                 field: "--setting",
                 message: format!("{s}: give lte or 3g"),
             })?;
             if let Some(c) = &config.cross {
                 setting.cross = c.clone();
             }
-            Ok(setting)
+            setting.name = label;
+            Ok((setting, q))
         })
         .collect::<Result<Vec<_>, ExperimentError>>()?;
     for p in &config.protocols {
@@ -874,7 +927,7 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<LabReport, Exp
         * config.ccs.len();
     let mut runs = Vec::new();
     let mut cross_logs = Vec::new();
-    for setting in &settings {
+    for (setting, queue_ms) in &settings {
         // Every connection the origin accepts switches to the control of
         // the current load: the listener runs cubic (not bbr, whose pacing
         // would stay on after a switch; GUIDE §3).
@@ -893,7 +946,7 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<LabReport, Exp
             link(
                 Duration::from_millis(setting.one_way_ms),
                 setting.capacity_bps,
-                Some(queue_bytes(setting.capacity_bps, config.queue_ms)),
+                Some(queue_bytes(setting.capacity_bps, *queue_ms)),
             ),
             LinkOptions::default(),
             &settings_origin,
@@ -937,6 +990,7 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<LabReport, Exp
                             )?;
                             runs.push(PageRun {
                                 setting: setting.name.clone(),
+                                queue_ms: Some(*queue_ms),
                                 protocol: proto.clone(),
                                 cc: cc.clone(),
                                 page: page.name.clone(),
@@ -962,6 +1016,7 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<LabReport, Exp
                         let spans = connection_spans(&record);
                         runs.push(PageRun {
                             setting: setting.name.clone(),
+                            queue_ms: Some(*queue_ms),
                             protocol: proto.clone(),
                             cc: cc.clone(),
                             page: page.name.clone(),
@@ -1080,6 +1135,74 @@ pub fn pages_report_again(dir: &std::path::Path) -> Result<LabReport, Experiment
     Ok(pages_report(&config, result.runs, cross, Some(folder)))
 }
 
+/// The queue sweep's table and one plot per setting: each control's
+/// median change against cubic (Fig. 6's key) at each queue.
+fn queue_sweep(config: &PagesConfig, runs: &[PageRun]) -> (Table, Vec<Plot>) {
+    let mut t = Table::new(&[
+        "setting",
+        "queue ms",
+        "page type",
+        "cc",
+        "change vs cubic, median of pages %",
+        "pooled change %",
+        "pages faster than cubic",
+    ]);
+    let mut plots = Vec::new();
+    for setting in &config.settings {
+        let mut series = Vec::new();
+        for p in &config.protocols {
+            let key: fn(&PageRun) -> Option<f64> = if p == CHROMIUM {
+                |r| r.plt_s
+            } else {
+                |r| r.net_transfer_s
+            };
+            for cc in config.ccs.iter().filter(|c| *c != "cubic") {
+                let mut points = Vec::new();
+                for (s, q, label) in config.cells() {
+                    if &s != setting {
+                        continue;
+                    }
+                    let of = |c: &str| -> Vec<&PageRun> {
+                        runs.iter()
+                            .filter(|r| r.setting == label && &r.protocol == p && r.cc == c)
+                            .collect()
+                    };
+                    let c = Compared::new(
+                        &page_medians(&of("cubic"), key),
+                        &page_medians(&of(cc), key),
+                    );
+                    if let Some(m) = c.median_change_pct {
+                        points.push((q as f64, m));
+                    }
+                    t.push(vec![
+                        s.clone(),
+                        q.to_string(),
+                        type_name(p).into(),
+                        cc.clone(),
+                        opt(c.median_change_pct, 1),
+                        opt(c.pooled_change_pct, 1),
+                        format!("{}/{}", c.faster, c.pages),
+                    ]);
+                }
+                series.push(Series {
+                    name: format!("{} {cc}", type_name(p)),
+                    points,
+                    mark: Mark::Line,
+                    colour: series.len(),
+                });
+            }
+        }
+        plots.push(Plot {
+            file: format!("queue-sweep-{setting}.svg"),
+            title: format!("FLD_TCP against cubic by bottleneck queue, {setting}"),
+            x_label: "queue (ms at capacity)".into(),
+            y_label: "change vs cubic, median of pages (%; + is faster)".into(),
+            series,
+        });
+    }
+    (t, plots)
+}
+
 /// Median over pages of each page's median of `f`, for one group.
 fn median_of_pages(runs: &[&PageRun], f: impl Fn(&PageRun) -> Option<f64>) -> Option<f64> {
     let mut by_page: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
@@ -1102,6 +1225,7 @@ pub fn pages_report(
 ) -> LabReport {
     let mut sections = Vec::new();
     let mut plots = Vec::new();
+    let labels: Vec<String> = config.cells().into_iter().map(|c| c.2).collect();
     let group = |s: &str, p: &str, cc: &str| -> Vec<&PageRun> {
         runs.iter()
             .filter(|r| r.setting == s && r.protocol == p && r.cc == cc)
@@ -1120,7 +1244,7 @@ pub fn pages_report(
         "pooled change %",
         "pages faster than cubic",
     ]);
-    for s in &config.settings {
+    for s in &labels {
         for p in &config.protocols {
             // Chromium gives the load time only: its rows compare that.
             let key: fn(&PageRun) -> Option<f64> = if p == CHROMIUM {
@@ -1165,6 +1289,22 @@ pub fn pages_report(
                Chromium rows compare the load time (first to last request event in its NetLog)."
             .into(),
     });
+    if config.queue_ms.len() > 1 {
+        let (table, sweep_plots) = queue_sweep(config, &runs);
+        sections.push(Section {
+            title: "The queue sweep: each control against cubic by bottleneck queue".into(),
+            csv: "queue-sweep.csv",
+            table,
+            note:
+                "Fig. 6's comparison (the median over pages of each page's change against cubic; \
+                   + is faster) for each bottleneck queue, in ms at the setting's capacity. Seed \
+                   002 does not give its emulator's queue; the background flows keep whatever \
+                   queue there is full, so its depth decides how much of FLD_TCP's faster growth \
+                   turns into losses."
+                    .into(),
+        });
+        plots.extend(sweep_plots);
+    }
     // The loader's page types: Chromium gives no per-object timing.
     let loader_types: Vec<&String> = config.protocols.iter().filter(|p| *p != CHROMIUM).collect();
     let loader_types = &loader_types;
@@ -1192,7 +1332,7 @@ pub fn pages_report(
             "p75",
             "loads",
         ]);
-        for s in &config.settings {
+        for s in &labels {
             for p in loader_types {
                 let mut series = Vec::new();
                 for (i, cc) in config.ccs.iter().enumerate() {
@@ -1245,7 +1385,7 @@ pub fn pages_report(
         "p90 s",
         "count",
     ]);
-    for s in &config.settings {
+    for s in &labels {
         for p in loader_types {
             let mut series = Vec::new();
             for (i, cc) in config.ccs.iter().enumerate() {
@@ -1286,7 +1426,7 @@ pub fn pages_report(
     let mut t11 = Table::new(&[
         "setting", "cc", "RTT 1 kB", "RTT 2 kB", "RTT 3 kB", "RTT 4 kB", "RTT 5 kB",
     ]);
-    for s in &config.settings {
+    for s in &labels {
         let mut series = Vec::new();
         for (i, cc) in config.ccs.iter().enumerate() {
             let mut most: Vec<u64> = Vec::new();
@@ -1344,7 +1484,7 @@ pub fn pages_report(
         "loss probes per load (mean)",
         "loads with a timeout",
     ]);
-    for s in &config.settings {
+    for s in &labels {
         for p in loader_types {
             for cc in &config.ccs {
                 let g: Vec<TcpCounters> = group(s, p, cc)
@@ -1387,7 +1527,7 @@ pub fn pages_report(
     });
     // The connection-size study.
     let mut ts = Table::new(&["setting", "page type", "connections", "< 50 kB", "< 500 kB"]);
-    for s in &config.settings {
+    for s in &labels {
         for p in loader_types {
             let sizes: Vec<u64> = group(s, p, "cubic")
                 .iter()
@@ -1586,6 +1726,7 @@ mod tests {
     fn the_pages_report_compares_each_control_with_cubic_page_by_page() {
         let run = |page: &str, cc: &str, net: f64| PageRun {
             setting: "lte".into(),
+            queue_ms: Some(20),
             protocol: "h2".into(),
             cc: cc.into(),
             page: page.into(),
@@ -1632,6 +1773,83 @@ mod tests {
             .find(|s| s.csv == "connection-sizes.csv")
             .expect("the connection-size table");
         assert_eq!(sizes.table.rows[0][2..], ["4", "50.0", "50.0"]);
+    }
+
+    #[test]
+    fn a_queue_sweep_compares_with_cubic_at_each_queue() {
+        // Old config files give one queue as a number.
+        let old: PagesConfig = serde_json::from_str(r#"{"queue_ms": 20}"#).unwrap();
+        assert_eq!(old.queue_ms, vec![20]);
+        assert_eq!(
+            old.cells()[0].2,
+            "lte",
+            "one queue keeps the setting's name"
+        );
+        let config = PagesConfig {
+            settings: vec!["lte".into()],
+            protocols: vec!["h1".into()],
+            queue_ms: vec![10, 100],
+            ..PagesConfig::default()
+        };
+        let labels: Vec<String> = config.cells().into_iter().map(|c| c.2).collect();
+        assert_eq!(labels, ["lte-q10", "lte-q100"]);
+        let run = |setting: &str, page: &str, cc: &str, net: f64| PageRun {
+            setting: setting.into(),
+            queue_ms: None,
+            protocol: "h1".into(),
+            cc: cc.into(),
+            page: page.into(),
+            run: 0,
+            plt_s: Some(net),
+            net_transfer_s: Some(net),
+            idle_share: None,
+            effective_concurrency: None,
+            connection_s: Vec::new(),
+            connection_bytes: Vec::new(),
+            first_object_bins: Vec::new(),
+            failed: 0,
+            handshake_ms: None,
+            server_tcp: None,
+        };
+        // At 10 ms FLD is 20 % slower on both pages, at 100 ms 10 % and
+        // 30 % faster.
+        let runs = vec![
+            run("lte-q10", "a", "cubic", 1.0),
+            run("lte-q10", "a", FLD, 1.2),
+            run("lte-q10", "b", "cubic", 2.0),
+            run("lte-q10", "b", FLD, 2.4),
+            run("lte-q100", "a", "cubic", 1.0),
+            run("lte-q100", "a", FLD, 0.9),
+            run("lte-q100", "b", "cubic", 2.0),
+            run("lte-q100", "b", FLD, 1.4),
+        ];
+        let r = pages_report(&config, runs, Vec::new(), None);
+        let sweep = &r
+            .sections
+            .iter()
+            .find(|s| s.csv == "queue-sweep.csv")
+            .expect("a sweep table")
+            .table;
+        let cells: Vec<(&str, &str, &str)> = sweep
+            .rows
+            .iter()
+            .map(|r| (r[1].as_str(), r[4].as_str(), r[6].as_str()))
+            .collect();
+        assert_eq!(cells, [("10", "-20.0", "0/2"), ("100", "20.0", "2/2")]);
+        let plot = r
+            .plots
+            .iter()
+            .find(|p| p.file == "queue-sweep-lte.svg")
+            .expect("a sweep plot");
+        let points = &plot.series[0].points;
+        assert_eq!(points.len(), 2);
+        for (&(q, change), (want_q, want)) in points.iter().zip([(10.0, -20.0), (100.0, 20.0)]) {
+            assert_eq!(q, want_q);
+            assert!((change - want).abs() < 1e-9, "{change} at {q} ms");
+        }
+        // Fig. 6 has a row per queue.
+        let fig6 = &r.sections[0].table;
+        assert!(fig6.rows.iter().any(|r| r[0] == "lte-q100"));
     }
 
     #[test]
