@@ -28,16 +28,16 @@
 //! - `frto-off`: `net.ipv4.tcp_frto = 0` (both ends), a sender without
 //!   F-RTO (RFC 5682). Linux's F-RTO tells a spurious timeout from a real
 //!   one by the first ACKs after it and, when spurious, sends new data
-//!   instead of the whole flight again; without it a spurious timeout
-//!   costs what seed 003 describes ("a corresponding burst of
-//!   retransmissions");
+//!   instead of the whole flight again and undoes the window's cut;
 //! - `ts-off`: `net.ipv4.tcp_timestamps = 0` (both ends), a peer without
 //!   TCP timestamps (Windows' default). Linux also finds a spurious timeout
 //!   by the timestamp an ACK echoes (Eifel detection, RFC 3522), F-RTO or
-//!   not; without timestamps only F-RTO and DSACK remain.
+//!   not; with both knobs only DSACK is left to find it, a round trip
+//!   later: the sender closest to seed 003's "corresponding burst of
+//!   retransmissions".
 //!
-//! Knobs combine with `+` (`frto-off+rto-floor`): the fix is then measured
-//! against the same setting without it.
+//! Knobs combine with `+` (`frto-off+ts-off+rto-floor`): the fix is then
+//! measured against the same knobs without it.
 //!
 //! Per load: the page load time (the loader's last object done, or
 //! Chromium's own onload time), the throughput the link delivered (average
@@ -203,19 +203,16 @@ impl Knobs {
         Some(k)
     }
 
-    /// The setting that differs from `self` only by the fix: `base` for
-    /// `rto-floor`, `frto-off` for `frto-off+rto-floor`; `None` without
-    /// the fix.
-    pub fn without_fix(&self) -> Option<String> {
-        if !self.rto_floor {
-            return None;
-        }
-        let rest: Vec<&str> = self.name.split('+').filter(|p| *p != "rto-floor").collect();
-        Some(if rest.is_empty() {
-            "base".into()
-        } else {
-            rest.join("+")
-        })
+    /// Whether `self` is `with` without the fix: every knob the same but
+    /// the RTO floor, whatever the order the names give them in (`base`
+    /// for `rto-floor`, `ts-off+frto-off` for `frto-off+ts-off+rto-floor`).
+    pub fn is_without_fix_of(&self, with: &Knobs) -> bool {
+        let unnamed = |k: &Knobs| Knobs {
+            name: String::new(),
+            rto_floor: true,
+            ..k.clone()
+        };
+        !self.rto_floor && with.rto_floor && unnamed(self) == unnamed(with)
     }
 
     /// Every single knob's setting name.
@@ -1373,20 +1370,25 @@ mod tests {
 
     #[test]
     fn knobs_combine_and_the_fix_is_compared_without_itself() {
-        let k = Knobs::by_name("frto-off+ts-off+rto-floor").unwrap();
-        assert!(!k.frto && !k.timestamps && k.rto_floor && k.slow_start_after_idle);
-        assert_eq!(k.without_fix().as_deref(), Some("frto-off+ts-off"));
-        let k = Knobs::by_name("ssai-off+rto-floor+reno").unwrap();
-        assert_eq!((k.cc.as_str(), k.slow_start_after_idle), ("reno", false));
-        assert_eq!(k.without_fix().as_deref(), Some("ssai-off+reno"));
-        assert_eq!(
-            Knobs::by_name("rto-floor")
-                .unwrap()
-                .without_fix()
-                .as_deref(),
-            Some("base")
+        let k = |name: &str| Knobs::by_name(name).unwrap();
+        let with = k("frto-off+ts-off+rto-floor");
+        assert!(!with.frto && !with.timestamps && with.rto_floor && with.slow_start_after_idle);
+        assert!(k("frto-off+ts-off").is_without_fix_of(&with));
+        assert!(
+            k("ts-off+frto-off").is_without_fix_of(&with),
+            "in any order"
         );
-        assert_eq!(Knobs::by_name("frto-off").unwrap().without_fix(), None);
+        assert!(!k("frto-off").is_without_fix_of(&with));
+        assert!(!with.is_without_fix_of(&with));
+        let reno = k("ssai-off+rto-floor+reno");
+        assert_eq!(
+            (reno.cc.as_str(), reno.slow_start_after_idle),
+            ("reno", false)
+        );
+        assert!(k("reno+ssai-off").is_without_fix_of(&reno));
+        assert!(!k("ssai-off").is_without_fix_of(&reno));
+        assert!(k("base").is_without_fix_of(&k("rto-floor")));
+        assert!(!k("rto-floor").is_without_fix_of(&k("base")));
         for bad in [
             "reno+bbr",
             "frto-off+frto-off",
