@@ -1135,8 +1135,31 @@ pub fn pages_report_again(dir: &std::path::Path) -> Result<LabReport, Experiment
     Ok(pages_report(&config, result.runs, cross, Some(folder)))
 }
 
+/// The loads of one cell of the pages report: a setting's label (with
+/// its queue in a sweep), a page type and a control.
+fn cell<'a>(runs: &'a [PageRun], setting: &str, protocol: &str, cc: &str) -> Vec<&'a PageRun> {
+    runs.iter()
+        .filter(|r| r.setting == setting && r.protocol == protocol && r.cc == cc)
+        .collect()
+}
+
+/// Fig. 6's comparison of `cc` with cubic for one setting label and page
+/// type, page by page: the net transfer time, or for Chromium (which gives
+/// the load time only) the load time.
+fn against_cubic(runs: &[PageRun], setting: &str, protocol: &str, cc: &str) -> Compared {
+    let key: fn(&PageRun) -> Option<f64> = if protocol == CHROMIUM {
+        |r| r.plt_s
+    } else {
+        |r| r.net_transfer_s
+    };
+    Compared::new(
+        &page_medians(&cell(runs, setting, protocol, "cubic"), key),
+        &page_medians(&cell(runs, setting, protocol, cc), key),
+    )
+}
+
 /// The queue sweep's table and one plot per setting: each control's
-/// median change against cubic (Fig. 6's key) at each queue.
+/// median change against cubic (Fig. 6's comparison) at each queue.
 fn queue_sweep(config: &PagesConfig, runs: &[PageRun]) -> (Table, Vec<Plot>) {
     let mut t = Table::new(&[
         "setting",
@@ -1151,26 +1174,13 @@ fn queue_sweep(config: &PagesConfig, runs: &[PageRun]) -> (Table, Vec<Plot>) {
     for setting in &config.settings {
         let mut series = Vec::new();
         for p in &config.protocols {
-            let key: fn(&PageRun) -> Option<f64> = if p == CHROMIUM {
-                |r| r.plt_s
-            } else {
-                |r| r.net_transfer_s
-            };
             for cc in config.ccs.iter().filter(|c| *c != "cubic") {
                 let mut points = Vec::new();
                 for (s, q, label) in config.cells() {
                     if &s != setting {
                         continue;
                     }
-                    let of = |c: &str| -> Vec<&PageRun> {
-                        runs.iter()
-                            .filter(|r| r.setting == label && &r.protocol == p && r.cc == c)
-                            .collect()
-                    };
-                    let c = Compared::new(
-                        &page_medians(&of("cubic"), key),
-                        &page_medians(&of(cc), key),
-                    );
+                    let c = against_cubic(runs, &label, p, cc);
                     if let Some(m) = c.median_change_pct {
                         points.push((q as f64, m));
                     }
@@ -1226,11 +1236,7 @@ pub fn pages_report(
     let mut sections = Vec::new();
     let mut plots = Vec::new();
     let labels: Vec<String> = config.cells().into_iter().map(|c| c.2).collect();
-    let group = |s: &str, p: &str, cc: &str| -> Vec<&PageRun> {
-        runs.iter()
-            .filter(|r| r.setting == s && r.protocol == p && r.cc == cc)
-            .collect()
-    };
+    let group = |s: &str, p: &str, cc: &str| cell(&runs, s, p, cc);
     // Fig. 6: page net transfer time per page type, each control against
     // cubic page by page (paired: the pages differ far more than the
     // controls do).
@@ -1246,13 +1252,6 @@ pub fn pages_report(
     ]);
     for s in &labels {
         for p in &config.protocols {
-            // Chromium gives the load time only: its rows compare that.
-            let key: fn(&PageRun) -> Option<f64> = if p == CHROMIUM {
-                |r| r.plt_s
-            } else {
-                |r| r.net_transfer_s
-            };
-            let cubic = page_medians(&group(s, p, "cubic"), key);
             for cc in &config.ccs {
                 let g = group(s, p, cc);
                 let net = median_of_pages(&g, |r| r.net_transfer_s);
@@ -1260,7 +1259,7 @@ pub fn pages_report(
                 let (change, pooled, faster) = if cc == "cubic" {
                     ("-".into(), "-".into(), "-".into())
                 } else {
-                    let c = Compared::new(&cubic, &page_medians(&g, key));
+                    let c = against_cubic(&runs, s, p, cc);
                     (
                         opt(c.median_change_pct, 1),
                         opt(c.pooled_change_pct, 1),
