@@ -428,12 +428,16 @@ impl Bed {
         self.topo.as_ref()
     }
 
-    /// The topology, or an error once the testbed has been shut down: what
-    /// every caller that starts a process or a server in it needs.
+    /// The topology, or an error once the testbed has been shut down or
+    /// one of its links has stopped forwarding: what every caller that
+    /// starts a process, a server or a load in it needs.
     pub fn running(&self) -> Result<&Topology, BedError> {
-        self.topo
+        let topo = self
+            .topo
             .as_ref()
-            .ok_or_else(|| BedError::Runtime("testbed already shut down".into()))
+            .ok_or_else(|| BedError::Runtime("testbed already shut down".into()))?;
+        topo.health()?;
+        Ok(topo)
     }
 
     /// Loads `page` from the client's namespace with `opts` (pass them

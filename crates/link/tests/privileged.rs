@@ -72,6 +72,21 @@ fn root_links() -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The root namespace's TUN device of a root host's link, found by the
+/// root host's address on it.
+fn root_device(gw: Ipv4Addr) -> String {
+    let out = Command::new("ip")
+        .args(["-o", "-4", "addr", "show"])
+        .output()
+        .expect("ip -o -4 addr show");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .find(|l| l.contains(&format!("inet {gw}/30")))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .expect("the root-side TUN has the gateway address")
+        .to_string()
+}
+
 fn scratch_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("mewa-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -493,20 +508,7 @@ fn drop_tears_everything_down() {
         .map(|h| topo.netns_name(h).unwrap().unwrap().to_string())
         .collect();
     assert_eq!(topo.netns_name("dh").unwrap(), None);
-    let root_dev = {
-        let gw = topo.addr("dh").unwrap();
-        let out = Command::new("ip")
-            .args(["-o", "-4", "addr", "show"])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let line = text
-            .lines()
-            .find(|l| l.contains(&format!("inet {gw}/30")))
-            .expect("the root-side TUN has the gateway address")
-            .to_string();
-        line.split_whitespace().nth(1).unwrap().to_string()
-    };
+    let root_dev = root_device(topo.addr("dh").unwrap());
     assert!(root_dev.starts_with(&format!("mewa-{}-", std::process::id())));
     let mut child = topo.spawn("dc", "sleep", ["100"]).unwrap();
     let listed = netns_list();
@@ -524,6 +526,48 @@ fn drop_tears_everything_down() {
     );
     let status = child.wait().unwrap();
     assert!(!status.success(), "sleep should have been killed");
+}
+
+#[test]
+fn a_link_whose_device_vanishes_is_reported_not_silent() {
+    if skip("a_link_whose_device_vanishes_is_reported_not_silent") {
+        return;
+    }
+    let topo = Topology::builder()
+        .root_host("vh")
+        .host("vc")
+        .link("vc", "vh", LinkConfig::default())
+        .build()
+        .unwrap();
+    topo.health().expect("a fresh link forwards");
+    // The root side's TUN device, found by its address, deleted under the
+    // running emulator: its next read fails.
+    let gw = topo.addr("vh").unwrap();
+    let dev = root_device(gw);
+    let del = Command::new("ip")
+        .args(["link", "del", &dev])
+        .status()
+        .unwrap();
+    assert!(del.success(), "ip link del {dev}");
+    // Wake the emulator (it polls the device, and an idle link also wakes
+    // on its own every publish period).
+    let _ = topo.in_namespace("vc", || {
+        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+        let _ = s.send_to(b"x", SocketAddrV4::new(gw, 9));
+    });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let err = loop {
+        match topo.health() {
+            Err(e) => break e,
+            Ok(()) if Instant::now() < deadline => std::thread::sleep(ms(20)),
+            Ok(()) => panic!("the link's device is gone and health() still says Ok"),
+        }
+    };
+    let text = err.to_string();
+    assert!(
+        text.contains("vc ⇄ vh") && text.contains("TUN"),
+        "the error names the link and the device: {text}"
+    );
 }
 
 /// Used by `stale_namespaces_of_a_killed_run_are_removed`: holds a topology

@@ -991,6 +991,9 @@ fn session(
                 if seq > 0 {
                     tokio::time::sleep(think).await;
                 }
+                // A session holds one browser for all its loads, so this is
+                // where a link that died during the last load is noticed.
+                topo.health()?;
                 let stats = topo.link_stats(CLIENT, SERVER).ok();
                 let before = (
                     tcpinfo::counters_in(topo, SERVER),

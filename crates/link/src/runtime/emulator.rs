@@ -296,10 +296,18 @@ impl Emulator {
         };
         let thread = std::thread::Builder::new()
             .name(format!("mewa-link-{name}"))
-            .spawn(move || {
-                let res = state.run();
-                state.finish(&res);
-                res
+            .spawn({
+                let name = name.clone();
+                move || {
+                    let res = state.run();
+                    state.finish(&res);
+                    // Said at once: the loads crossing this link can only
+                    // hang until their own timeouts.
+                    if let Err(e) = &res {
+                        tracing::error!("link emulator {name} stopped: {e}");
+                    }
+                    res
+                }
             })
             .map_err(|e| Error::io(format!("{name}: starting the emulator thread"), e))?;
         Ok(Emulator {

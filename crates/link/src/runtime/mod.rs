@@ -98,6 +98,15 @@ pub enum Error {
          addresses (ip -4 addr) or run fewer links at once"
     )]
     NoFreeSubnet,
+    /// An emulated link's thread stopped while its topology was still up,
+    /// so nothing crosses that link any more.
+    #[error("the link emulator between {link} stopped: {reason}")]
+    LinkStopped {
+        /// The two hosts, as `a ⇄ b`.
+        link: String,
+        /// The error it stopped on.
+        reason: String,
+    },
     /// A closure run inside a namespace panicked.
     #[error("the code run in namespace {0} panicked")]
     Panicked(String),

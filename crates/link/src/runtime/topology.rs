@@ -750,6 +750,25 @@ impl Topology {
         self.emulator(a, b).map(Emulator::radio_idle)
     }
 
+    /// Whether every emulated link is still forwarding; the first that
+    /// is not, with the error its thread stopped on. A link that dies (its
+    /// pcap's disk full, a device deleted under it) otherwise shows only as
+    /// loads that hang until they time out.
+    pub fn health(&self) -> Result<(), Error> {
+        for l in &self.links {
+            let Some(stats) = l.emulator.as_ref().map(Emulator::stats) else {
+                continue;
+            };
+            if !stats.running {
+                return Err(Error::LinkStopped {
+                    link: format!("{} ⇄ {}", self.hosts[l.a].name, self.hosts[l.b].name),
+                    reason: stats.error.unwrap_or_else(|| "it was stopped".to_string()),
+                });
+            }
+        }
+        Ok(())
+    }
+
     fn emulator(&self, a: &str, b: &str) -> Result<&Emulator, Error> {
         self.links[self.link_index(a, b)?]
             .emulator
