@@ -22,10 +22,7 @@ use mewa_model::iw::{optimal_iw, IwInputs};
 use mewa_model::DEFAULT_IW;
 use serde::Serialize;
 
-/// The request header that carries the ask (docs/CLIENT.md).
-pub const HEADER: &str = "mewa-iw";
-/// The response header in which the server says what it granted.
-pub const GRANTED_HEADER: &str = "mewa-iw-granted";
+pub use mewa_model::iw::{GRANTED_HEADER, HEADER};
 
 /// Longest computation latency taken from a hint (a page that computes for
 /// a minute is not one whose transfer an initial window shortens).

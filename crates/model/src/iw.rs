@@ -7,6 +7,15 @@
 
 use serde::Serialize;
 
+/// The request header in which a client asks for its window, in whole
+/// segments (seed 001: the value "will be embedded in the very first HTTP
+/// message to be enforced by the remote web server"). Client and server
+/// both name it from here, so they cannot drift apart.
+pub const HEADER: &str = "mewa-iw";
+/// The response header in which the server says what it granted (or why
+/// not); docs/CLIENT.md.
+pub const GRANTED_HEADER: &str = "mewa-iw-granted";
+
 use crate::{
     ceil_tol, floor_tol, log_base, ModelError, DEFAULT_IW, DEFAULT_MSS, DELAYED_ACK_GROWTH,
 };

@@ -31,10 +31,7 @@ use http::{HeaderMap, HeaderValue};
 use quinn::congestion::{Controller, ControllerFactory, ControllerMetrics};
 use quinn_proto::RttEstimator;
 
-/// The request header a client asks with: whole segments, decimal.
-pub const HEADER: &str = "mewa-iw";
-/// The response header that says what was granted (or why not).
-pub const GRANTED_HEADER: &str = "mewa-iw-granted";
+pub use mewa_model::iw::{GRANTED_HEADER, HEADER};
 /// The default [`IwPolicy::max_segments`]: seed 001's largest optimum is 171
 /// segments (400 KB page at 150 ms RTT, Fig. 5).
 pub const DEFAULT_MAX_SEGMENTS: u32 = 200;
