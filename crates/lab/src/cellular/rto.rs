@@ -104,7 +104,8 @@ impl LabCgroup {
         let root = cgroup2_mount(&mounts).ok_or_else(|| {
             input(
                 Path::new("/proc/self/mounts"),
-                "no cgroup2 hierarchy is mounted; the RTO fix's sock_ops program needs one                  (mount -t cgroup2 none /sys/fs/cgroup/unified)"
+                "no cgroup2 hierarchy is mounted; the RTO fix's sock_ops program needs one \
+                 (mount -t cgroup2 none /sys/fs/cgroup/unified)"
                     .into(),
             )
         })?;
