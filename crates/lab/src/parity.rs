@@ -237,7 +237,7 @@ pub fn run(config: &Config, progress: &Progress) -> Result<ParityReport, Experim
                     out.chromium.push(with_chromium(
                         &bed,
                         page,
-                        &config.chromium,
+                        &crate::replay::Browser::plain(&config.chromium),
                         &ca_dir,
                         &work,
                         None,

@@ -100,6 +100,23 @@ pub fn with_loader(bed: &Bed, page: &Page) -> Result<Arrival, BedError> {
     })
 }
 
+/// A Chromium binary and the flags a load starts it with beyond the lab's
+/// own ([`crate::chromium::protocol_flags`] to choose the protocol).
+#[derive(Debug, Clone, Copy)]
+pub struct Browser<'a> {
+    /// The binary.
+    pub binary: &'a Path,
+    /// Extra command-line flags.
+    pub flags: &'a [&'a str],
+}
+
+impl<'a> Browser<'a> {
+    /// `binary` with Chromium's defaults (HTTP/2 over TLS).
+    pub fn plain(binary: &'a Path) -> Browser<'a> {
+        Browser { binary, flags: &[] }
+    }
+}
+
 /// Loads `page` in headless Chromium (fresh profile, the origin's leaf
 /// trusted by its SPKI) and lists what did not arrive, from its NetLog.
 /// Names resolve as the testbed serves them: with `dns`, by Chromium's own
@@ -111,7 +128,7 @@ pub fn with_loader(bed: &Bed, page: &Page) -> Result<Arrival, BedError> {
 pub fn with_chromium(
     bed: &Bed,
     page: &Page,
-    chromium: &Path,
+    chromium: &Browser,
     ca_dir: &Path,
     work: &Path,
     dns: Option<SocketAddr>,
@@ -134,10 +151,10 @@ pub fn with_chromium(
                 format!("nameserver {}\noptions timeout:2 attempts:2\n", server.ip()),
             )
             .map_err(|e| BedError::Runtime(format!("writing {}: {e}", conf.display())))?;
-            with_bind_mount(topo, &conf, "/etc/resolv.conf", chromium)?
+            with_bind_mount(topo, &conf, "/etc/resolv.conf", chromium.binary)?
         }
         None => {
-            let mut c = topo.command(CLIENT, chromium)?;
+            let mut c = topo.command(CLIENT, chromium.binary)?;
             c.arg(format!(
                 "--host-resolver-rules={}",
                 bed.chromium_resolver_rules()
@@ -146,9 +163,10 @@ pub fn with_chromium(
         }
     };
     let out = headless_load(&mut cmd, &profile, &netlog, &certs)
+        .args(chromium.flags)
         .arg(&url)
         .output()
-        .map_err(|e| BedError::Runtime(format!("starting {}: {e}", chromium.display())))?;
+        .map_err(|e| BedError::Runtime(format!("starting {}: {e}", chromium.binary.display())))?;
     let _ = std::fs::remove_dir_all(&profile);
     if !out.status.success() {
         return Err(BedError::Runtime(crate::meh::browser::exit_failure(&out)));

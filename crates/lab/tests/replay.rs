@@ -87,7 +87,7 @@ fn every_recording_replays_with_the_loader_and_chromium() {
             let got = replay::with_chromium(
                 &bed,
                 page,
-                bin,
+                &replay::Browser::plain(bin),
                 &tmp.path().join("ca"),
                 tmp.path(),
                 None,

@@ -36,7 +36,7 @@ use crate::experiment::{
 use crate::loader::LoadOptions;
 use crate::metrics::{last_data_us, median, page_metrics};
 use crate::record::{LoadRecord, ObjectTiming, Protocol};
-use crate::replay::with_chromium;
+use crate::replay::{with_chromium, Browser};
 use crate::report::plot::{Mark, Series};
 use crate::report::table::{opt, pct};
 use crate::report::Table;
@@ -856,8 +856,21 @@ fn protocol_of(name: &str) -> Option<(Protocol, bool)> {
     }
 }
 
-/// The page type that loads in headless Chromium.
+/// The page type that loads in headless Chromium (HTTP/2 over TLS).
 pub const CHROMIUM: &str = "chromium";
+/// The page type that loads in headless Chromium with HTTP/2 turned off:
+/// HTTP/1.1 over TLS, six connections per host, as Chromium opens them.
+pub const CHROMIUM_H1: &str = "chromium-h1";
+
+/// The flags a Chromium page type starts the browser with; `None` for the
+/// loader's types.
+fn chromium_flags(name: &str) -> Option<&'static [&'static str]> {
+    match name {
+        CHROMIUM => Some(crate::chromium::protocol_flags(Protocol::H2)),
+        CHROMIUM_H1 => Some(crate::chromium::protocol_flags(Protocol::H1)),
+        _ => None,
+    }
+}
 
 /// Loads every page with each control under each setting's cross traffic.
 pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<LabReport, ExperimentError> {
@@ -889,16 +902,17 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<LabReport, Exp
         })
         .collect::<Result<Vec<_>, ExperimentError>>()?;
     for p in &config.protocols {
-        if protocol_of(p).is_none() && p != CHROMIUM {
+        if protocol_of(p).is_none() && chromium_flags(p).is_none() {
             return Err(ExperimentError::Config {
                 field: "--type",
                 message: format!(
-                    "{p}: give h2 (HTTP/2 over TLS), h1 (HTTP/1.1 in the clear) or chromium"
+                    "{p}: give h2 (HTTP/2 over TLS), h1 (HTTP/1.1 in the clear), \
+                     {CHROMIUM} or {CHROMIUM_H1}"
                 ),
             });
         }
     }
-    if config.protocols.iter().any(|p| p == CHROMIUM) && !config.chromium.exists() {
+    if config.protocols.iter().any(|p| chromium_flags(p).is_some()) && !config.chromium.exists() {
         return Err(ExperimentError::Config {
             field: "--chromium",
             message: format!(
@@ -982,7 +996,10 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<LabReport, Exp
                             let a = with_chromium(
                                 &bed,
                                 page,
-                                &config.chromium,
+                                &Browser {
+                                    binary: &config.chromium,
+                                    flags: chromium_flags(proto).unwrap_or_default(),
+                                },
                                 &origin.ca_dir,
                                 &work,
                                 None,
@@ -1147,7 +1164,7 @@ fn cell<'a>(runs: &'a [PageRun], setting: &str, protocol: &str, cc: &str) -> Vec
 /// type, page by page: the net transfer time, or for Chromium (which gives
 /// the load time only) the load time.
 fn against_cubic(runs: &[PageRun], setting: &str, protocol: &str, cc: &str) -> Compared {
-    let key: fn(&PageRun) -> Option<f64> = if protocol == CHROMIUM {
+    let key: fn(&PageRun) -> Option<f64> = if chromium_flags(protocol).is_some() {
         |r| r.plt_s
     } else {
         |r| r.net_transfer_s
@@ -1305,7 +1322,11 @@ pub fn pages_report(
         plots.extend(sweep_plots);
     }
     // The loader's page types: Chromium gives no per-object timing.
-    let loader_types: Vec<&String> = config.protocols.iter().filter(|p| *p != CHROMIUM).collect();
+    let loader_types: Vec<&String> = config
+        .protocols
+        .iter()
+        .filter(|p| chromium_flags(p).is_none())
+        .collect();
     let loader_types = &loader_types;
     // Figs. 7, 8: idle share and effective concurrency, quartiles and CDFs.
     for (fig, what, file, f) in [
@@ -1616,7 +1637,8 @@ fn type_name(p: &str) -> &'static str {
     match p {
         "h2" => "encrypted (h2)",
         "h1" => "unencrypted (h1)",
-        CHROMIUM => "Chromium (load time)",
+        CHROMIUM => "Chromium, h2 (load time)",
+        CHROMIUM_H1 => "Chromium, h1 over TLS (load time)",
         _ => "other",
     }
 }
@@ -1721,9 +1743,10 @@ mod tests {
         assert_eq!(first_object_rounds(&r), vec![15_000, 40_000, 5]);
     }
 
-    #[test]
-    fn the_pages_report_compares_each_control_with_cubic_page_by_page() {
-        let run = |page: &str, cc: &str, net: f64| PageRun {
+    /// A loader's load of `page` over HTTP/2 on LTE whose net transfer
+    /// took `net` seconds.
+    fn page_run(page: &str, cc: &str, net: f64) -> PageRun {
+        PageRun {
             setting: "lte".into(),
             queue_ms: Some(20),
             protocol: "h2".into(),
@@ -1740,7 +1763,12 @@ mod tests {
             failed: 0,
             handshake_ms: Some(26.0),
             server_tcp: None,
-        };
+        }
+    }
+
+    #[test]
+    fn the_pages_report_compares_each_control_with_cubic_page_by_page() {
+        let run = page_run;
         let config = PagesConfig {
             settings: vec!["lte".into()],
             protocols: vec!["h2".into()],
@@ -1775,6 +1803,32 @@ mod tests {
     }
 
     #[test]
+    fn both_chromium_types_compare_load_times_and_h1_turns_http2_off() {
+        assert_eq!(chromium_flags(CHROMIUM), Some(&[][..]));
+        assert_eq!(chromium_flags(CHROMIUM_H1), Some(&["--disable-http2"][..]));
+        assert_eq!(chromium_flags("h1"), None);
+        // Chromium gives a load time and no net transfer time.
+        let run = |protocol: &str, cc: &str, plt: f64| PageRun {
+            protocol: protocol.into(),
+            plt_s: Some(plt),
+            net_transfer_s: None,
+            ..page_run("a", cc, 9.0)
+        };
+        let runs = vec![
+            run(CHROMIUM, "cubic", 1.0),
+            run(CHROMIUM, FLD, 0.8),
+            run(CHROMIUM_H1, "cubic", 2.0),
+            run(CHROMIUM_H1, FLD, 2.5),
+        ];
+        let h2 = against_cubic(&runs, "lte", CHROMIUM, FLD);
+        let h1 = against_cubic(&runs, "lte", CHROMIUM_H1, FLD);
+        assert_eq!(h2.median_change_pct.map(f64::round), Some(20.0));
+        assert_eq!((h2.pages, h2.faster), (1, 1));
+        assert_eq!(h1.median_change_pct.map(f64::round), Some(-25.0));
+        assert_eq!((h1.pages, h1.faster), (1, 0));
+    }
+
+    #[test]
     fn a_queue_sweep_compares_with_cubic_at_each_queue() {
         // Old config files give one queue as a number.
         let old: PagesConfig = serde_json::from_str(r#"{"queue_ms": 20}"#).unwrap();
@@ -1796,19 +1850,7 @@ mod tests {
             setting: setting.into(),
             queue_ms: None,
             protocol: "h1".into(),
-            cc: cc.into(),
-            page: page.into(),
-            run: 0,
-            plt_s: Some(net),
-            net_transfer_s: Some(net),
-            idle_share: None,
-            effective_concurrency: None,
-            connection_s: Vec::new(),
-            connection_bytes: Vec::new(),
-            first_object_bins: Vec::new(),
-            failed: 0,
-            handshake_ms: None,
-            server_tcp: None,
+            ..page_run(page, cc, net)
         };
         // At 10 ms FLD is 20 % slower on both pages, at 100 ms 10 % and
         // 30 % faster.

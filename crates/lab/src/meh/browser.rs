@@ -284,7 +284,7 @@ pub fn browser_runs(
                     let (arrival, error) = match crate::replay::with_chromium(
                         bed,
                         page,
-                        chromium,
+                        &crate::replay::Browser::plain(chromium),
                         &cfg.ca_dir,
                         work_dir,
                         // Names through the edge over the radio, as the
