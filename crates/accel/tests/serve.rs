@@ -79,6 +79,11 @@ fn answer(host: &str, path: &str, req: &http::HeaderMap) -> http::Response<Full<
                 .header("cache-control", "max-age=60"),
             b"body{background:url(http://b.example/bg.png)}".to_vec(),
         ),
+        ("b.example", "/slow.png") => (
+            b.header("content-type", "image/png")
+                .header("cache-control", "max-age=60"),
+            vec![9u8; 20_000],
+        ),
         ("b.example", "/x.png") => (
             b.header("content-type", "image/png")
                 .header("cache-control", "max-age=60")
@@ -136,9 +141,15 @@ async fn origin(tls: Option<Arc<rustls::ServerConfig>>) -> (SocketAddr, Seen) {
                             .to_owned();
                         let path = req.uri().path().to_owned();
                         let r = answer(&host, &path, req.headers());
+                        let slow = path.starts_with("/slow");
                         s.lock()
                             .expect("seen")
                             .push((host, path, req.headers().clone()));
+                        // An origin that takes its time, so that misses
+                        // for the same URL overlap.
+                        if slow {
+                            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                        }
                         Ok::<_, std::convert::Infallible>(r)
                     }
                 });
@@ -191,6 +202,15 @@ struct Running {
 }
 
 async fn start(tls: Option<TlsFiles>, prefix: &str) -> Running {
+    start_with(tls, prefix, |_| {}).await
+}
+
+/// [`start`] with the configuration changed by `adjust` first.
+async fn start_with(
+    tls: Option<TlsFiles>,
+    prefix: &str,
+    adjust: impl FnOnce(&mut ServeConfig),
+) -> Running {
     // With TLS, the origin speaks it too, with the same certificate, which
     // the accelerator trusts.
     // The test origin speaks HTTP/1.1 only (the HTTP/2 upstream path is
@@ -205,6 +225,7 @@ async fn start(tls: Option<TlsFiles>, prefix: &str) -> Running {
     if let Some(f) = &tls {
         cfg.upstream.ca_file = f.cert.clone();
     }
+    adjust(&mut cfg);
     let server = Server::bind(&cfg).await.expect("accel binds");
     let server_http = server.http_addr().expect("http");
     let server_https = server.https_addr();
@@ -344,6 +365,46 @@ async fn a_page_is_folded_and_its_resources_come_from_the_cache() {
     assert_eq!(metric(&r.accel, "cache_hits_total"), 2);
     assert!(metric(&r.accel, "references_folded_total") >= 4);
     assert_eq!(metric(&r.accel, "documents_rewritten_total"), 1);
+}
+
+/// `n` concurrent GETs of the folded slow image; each got the whole body.
+async fn concurrent_slow_gets(r: &Running, n: usize) {
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let addr = r.server_http;
+            tokio::spawn(async move { get(addr, "a.example", "/b.example/slow.png", &[]).await })
+        })
+        .collect();
+    for t in tasks {
+        let (status, _, body) = t.await.expect("join");
+        assert_eq!((status, body.len()), (200, 20_000));
+    }
+}
+
+#[tokio::test]
+async fn concurrent_misses_for_one_url_cost_the_origin_one_request() {
+    let r = start(None, "").await;
+    concurrent_slow_gets(&r, 8).await;
+    assert_eq!(count(&r.seen, "b.example", "/slow.png"), 1);
+    assert_eq!(metric(&r.accel, "cache_misses_total"), 1);
+    assert_eq!(metric(&r.accel, "cache_collapsed_total"), 7);
+    assert_eq!(metric(&r.accel, "cache_lock_timeouts_total"), 0);
+    // Turned off, every miss goes to the origin.
+    let r = start_with(None, "", |c| c.cache.lock_timeout_ms = 0).await;
+    concurrent_slow_gets(&r, 4).await;
+    assert_eq!(count(&r.seen, "b.example", "/slow.png"), 4);
+    assert_eq!(metric(&r.accel, "cache_collapsed_total"), 0);
+}
+
+#[tokio::test]
+async fn a_wait_for_another_fetch_runs_out_and_fetches_itself() {
+    // The origin takes 300 ms; waiters give up after 50 and fetch on
+    // their own, without leading a fetch of their own.
+    let r = start_with(None, "", |c| c.cache.lock_timeout_ms = 50).await;
+    concurrent_slow_gets(&r, 4).await;
+    assert_eq!(count(&r.seen, "b.example", "/slow.png"), 4);
+    assert_eq!(metric(&r.accel, "cache_lock_timeouts_total"), 3);
+    assert_eq!(metric(&r.accel, "cache_collapsed_total"), 0);
 }
 
 #[tokio::test]

@@ -24,6 +24,11 @@ pub struct Metrics {
     pub hits: AtomicU64,
     /// Not in the cache (or not matching): fetched.
     pub misses: AtomicU64,
+    /// Served from the cache after waiting for another request's fetch of
+    /// the same URL (a miss that cost the origin nothing).
+    pub collapsed: AtomicU64,
+    /// Waits for another request's fetch that ran out (`lock_timeout_ms`).
+    pub lock_timeouts: AtomicU64,
     /// Stale, revalidated with the origin and still good (304).
     pub revalidated: AtomicU64,
     /// Stale, revalidated, and the origin sent a new body.
@@ -131,6 +136,18 @@ pub fn prometheus(accel: &Accel) -> String {
         "cache_misses_total",
         "Fetched from the origin.",
         g(&m.misses),
+    );
+    counter(
+        &mut o,
+        "cache_collapsed_total",
+        "Served from the cache after waiting for another request's fetch of the same URL.",
+        g(&m.collapsed),
+    );
+    counter(
+        &mut o,
+        "cache_lock_timeouts_total",
+        "Waits for another request's fetch of the same URL that ran out.",
+        g(&m.lock_timeouts),
     );
     counter(
         &mut o,

@@ -15,6 +15,7 @@
 //! max_object_mib = 16
 //! # disk = "/var/cache/mewa-accel"
 //! # disk_mib = 4096
+//! lock_timeout_ms = 5000
 //!
 //! [upstream]
 //! # ca_file = "/etc/ssl/certs/ca-certificates.crt"
@@ -32,6 +33,7 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -58,6 +60,8 @@ memory_mib = 256             # stored responses in memory (LRU)
 max_object_mib = 16          # larger responses pass through unstored
 # disk = "/var/cache/mewa-accel"   # a disk copy that survives restarts
 # disk_mib = 4096
+lock_timeout_ms = 5000       # misses for a URL being fetched wait this long
+                             # for that fetch (one origin request); 0: off
 
 [upstream]
 ca_file = "/etc/ssl/certs/ca-certificates.crt"   # roots for https origins
@@ -153,6 +157,10 @@ pub struct CacheSection {
     /// Disk space for the copy, MiB.
     #[serde(default = "default_disk_mib")]
     pub disk_mib: u64,
+    /// How long a miss waits for another request's fetch of the same URL
+    /// before fetching on its own, ms; 0 fetches at once (no collapsing).
+    #[serde(default = "default_lock_timeout_ms")]
+    pub lock_timeout_ms: u64,
 }
 
 fn default_memory_mib() -> u64 {
@@ -164,6 +172,10 @@ fn default_max_object_mib() -> u64 {
 fn default_disk_mib() -> u64 {
     4096
 }
+/// nginx's `proxy_cache_lock_timeout` default.
+fn default_lock_timeout_ms() -> u64 {
+    5000
+}
 
 impl Default for CacheSection {
     fn default() -> Self {
@@ -172,6 +184,7 @@ impl Default for CacheSection {
             max_object_mib: default_max_object_mib(),
             disk: None,
             disk_mib: default_disk_mib(),
+            lock_timeout_ms: default_lock_timeout_ms(),
         }
     }
 }
@@ -185,6 +198,12 @@ impl CacheSection {
             disk: self.disk.clone(),
             disk_bytes: self.disk_mib.saturating_mul(1 << 20),
         }
+    }
+
+    /// How long a miss waits for a fetch of its URL in flight; `None`:
+    /// misses never wait.
+    pub fn lock_timeout(&self) -> Option<Duration> {
+        (self.lock_timeout_ms > 0).then(|| Duration::from_millis(self.lock_timeout_ms))
     }
 }
 

@@ -26,6 +26,7 @@ use url::Url;
 
 use super::admin::Metrics;
 use super::body::{empty, full, ChanBody, OutBody, Rewrite, Transform};
+use super::fill::{self, Fill, FillGuard};
 use super::upstream::UpBody;
 use super::{Accel, VIA};
 use crate::cache::{Lookup, Stored};
@@ -357,11 +358,26 @@ async fn serve(accel: Arc<Accel>, req: Request<Incoming>, route: Route) -> Respo
             "request target does not make a URL",
         );
     };
-    let now = SystemTime::now();
-    if cacheable {
-        match accel.cache.lookup(&route.upstream_url, &lookup_req, now) {
+    // Held while this request fetches what other misses wait for.
+    let mut fill = None;
+    // Whether this request has waited for another's fetch already.
+    let mut waited = false;
+    // A miss that found another request fetching the same URL waits for
+    // it and looks again (docs/ACCEL.md "Concurrent misses").
+    loop {
+        if !cacheable {
+            Metrics::inc(&accel.metrics.passed);
+            break;
+        }
+        match accel
+            .cache
+            .lookup(&route.upstream_url, &lookup_req, SystemTime::now())
+        {
             Lookup::Fresh(stored, res) => {
                 Metrics::inc(&accel.metrics.hits);
+                if waited {
+                    Metrics::inc(&accel.metrics.collapsed);
+                }
                 return respond_stored(
                     &accel,
                     &route,
@@ -421,6 +437,7 @@ async fn serve(accel: Arc<Accel>, req: Request<Incoming>, route: Route) -> Respo
                                     head_only,
                                     client_gzip,
                                     true,
+                                    None,
                                 );
                             }
                         }
@@ -428,10 +445,25 @@ async fn serve(accel: Arc<Accel>, req: Request<Incoming>, route: Route) -> Respo
                     Err(e) => return upstream_failed(&accel, &route, e),
                 }
             }
-            Lookup::Miss => Metrics::inc(&accel.metrics.misses),
+            Lookup::Miss => {
+                if let (Some(limit), false, true) =
+                    (accel.lock_timeout, waited, parts.method == Method::GET)
+                {
+                    match accel.fills.enter(&route.upstream_url) {
+                        Fill::Lead(guard) => fill = Some(guard),
+                        Fill::Wait(rx) => {
+                            if !fill::wait(rx, limit).await {
+                                Metrics::inc(&accel.metrics.lock_timeouts);
+                            }
+                            waited = true;
+                            continue;
+                        }
+                    }
+                }
+                Metrics::inc(&accel.metrics.misses);
+                break;
+            }
         }
-    } else {
-        Metrics::inc(&accel.metrics.passed);
     }
     // To the origin. GET and HEAD go without a body; other methods (only
     // on the site's own paths) carry the client's.
@@ -468,6 +500,7 @@ async fn serve(accel: Arc<Accel>, req: Request<Incoming>, route: Route) -> Respo
                 head_only,
                 client_gzip,
                 store,
+                fill,
             )
         }
         Err(e) => upstream_failed(&accel, &route, e),
@@ -758,6 +791,10 @@ fn respond_stored(
     r
 }
 
+/// The origin's response to the client, and into the cache if `store` and
+/// it is storable. `fill`, the guard of the fetch other misses wait for
+/// when this request leads one, is released once the response is stored
+/// or known not to be.
 #[allow(clippy::too_many_arguments)]
 fn respond_upstream(
     accel: &Arc<Accel>,
@@ -768,6 +805,7 @@ fn respond_upstream(
     head_only: bool,
     client_gzip: bool,
     store: bool,
+    fill: Option<FillGuard>,
 ) -> Response<OutBody> {
     let mut stored_headers = rp.headers.clone();
     strip_hop_by_hop(&mut stored_headers);
@@ -812,7 +850,9 @@ fn respond_upstream(
     let accel2 = accel.clone();
     let key = route.upstream_url.clone();
     let lookup_req = lookup_req.clone();
-    tokio::spawn(pump(accel2, key, lookup_req, rb, transform, tee, tx));
+    // Nothing will be stored: the waiters need not wait for the body.
+    let fill = fill.filter(|_| tee.is_some());
+    tokio::spawn(pump(accel2, key, lookup_req, rb, transform, tee, tx, fill));
     let mut r = Response::new(body);
     *r.status_mut() = status;
     *r.headers_mut() = h;
@@ -835,7 +875,9 @@ struct Tee {
 }
 
 /// Reads the upstream body, feeding the client (through the rewriter if
-/// any) and the cache; stores the response once it has all come.
+/// any) and the cache; stores the response once it has all come. `_fill`
+/// is released when this ends, stored or not.
+#[allow(clippy::too_many_arguments)]
 async fn pump(
     accel: Arc<Accel>,
     key: String,
@@ -844,6 +886,7 @@ async fn pump(
     mut transform: Option<Transform>,
     mut tee: Option<Tee>,
     tx: Option<tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>>,
+    _fill: Option<FillGuard>,
 ) {
     let mut client_gone = tx.is_none();
     while let Some(frame) = rb.frame().await {

@@ -27,6 +27,7 @@ use crate::site::{Site, SiteConfig, Sites};
 pub mod admin;
 pub mod body;
 pub mod config;
+mod fill;
 mod handle;
 pub mod upstream;
 
@@ -44,6 +45,10 @@ pub struct Accel {
     fold_sites: RwLock<Vec<(String, Arc<Site>)>>,
     disqualified: RwLock<BTreeSet<String>>,
     cache: Cache,
+    /// Fetches in flight, so that concurrent misses make one ([`fill`]).
+    fills: fill::Fills,
+    /// How long a miss waits for one ([`config::CacheSection::lock_timeout`]).
+    lock_timeout: Option<Duration>,
     upstream: Arc<upstream::Upstreams>,
     /// The counters.
     pub metrics: admin::Metrics,
@@ -104,6 +109,8 @@ impl Accel {
             fold_sites: RwLock::new(fold_sites),
             disqualified: RwLock::new(BTreeSet::new()),
             cache,
+            fills: fill::Fills::default(),
+            lock_timeout: config.cache.lock_timeout(),
             upstream,
             metrics: admin::Metrics::default(),
             started: Instant::now(),
