@@ -528,6 +528,9 @@ fn drop_tears_everything_down() {
     assert!(!status.success(), "sleep should have been killed");
 }
 
+/// A link whose emulator stops (here: its device deleted under it) is
+/// reported by `Topology::health`, naming the link, instead of leaving
+/// what crosses it to time out.
 #[test]
 fn a_link_whose_device_vanishes_is_reported_not_silent() {
     if skip("a_link_whose_device_vanishes_is_reported_not_silent") {
