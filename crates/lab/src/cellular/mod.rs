@@ -485,35 +485,21 @@ fn apply_knobs(
     knobs: &Knobs,
     profile: &RadioProfile,
 ) -> Result<(), ExperimentError> {
-    for host in [CLIENT, SERVER] {
-        set_sysctl(
-            topo,
-            host,
+    let flag = |on: bool| if on { "1" } else { "0" };
+    let sysctls = [
+        (
             "net.ipv4.tcp_slow_start_after_idle",
-            if knobs.slow_start_after_idle {
-                "1"
-            } else {
-                "0"
-            },
-        )?;
-        set_sysctl(
-            topo,
-            host,
-            "net.ipv4.tcp_no_metrics_save",
-            if knobs.metrics_save { "0" } else { "1" },
-        )?;
-        set_sysctl(
-            topo,
-            host,
-            "net.ipv4.tcp_frto",
-            if knobs.frto { "2" } else { "0" },
-        )?;
-        set_sysctl(
-            topo,
-            host,
-            "net.ipv4.tcp_timestamps",
-            if knobs.timestamps { "1" } else { "0" },
-        )?;
+            flag(knobs.slow_start_after_idle),
+        ),
+        ("net.ipv4.tcp_no_metrics_save", flag(!knobs.metrics_save)),
+        // 2 is Linux's default: F-RTO with SACK enhancements.
+        ("net.ipv4.tcp_frto", if knobs.frto { "2" } else { "0" }),
+        ("net.ipv4.tcp_timestamps", flag(knobs.timestamps)),
+    ];
+    for host in [CLIENT, SERVER] {
+        for (key, value) in sysctls {
+            set_sysctl(topo, host, key, value)?;
+        }
     }
     if knobs.rto_floor {
         let floor = rto::floor_for(Duration::from_millis(profile.promotion_ms));
