@@ -72,12 +72,136 @@ pub struct Stored {
     pub headers: HeaderMap,
     /// The body as received (still content-encoded, if it was).
     pub body: Bytes,
+    /// How long past its freshness it may still be served (RFC 5861).
+    pub stale: StaleWindows,
 }
 
 impl Stored {
+    /// A response stored (or revalidated) at `now`; its stale windows are
+    /// fixed from its `Cache-Control` then.
+    pub fn new(
+        policy: CachePolicy,
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Bytes,
+        now: SystemTime,
+    ) -> Stored {
+        let stale = StaleWindows::of(&policy, &headers, now);
+        Stored {
+            policy,
+            status,
+            headers,
+            body,
+            stale,
+        }
+    }
+
     fn cost(&self) -> u64 {
         self.body.len() as u64 + HEADER_COST
     }
+
+    /// The response to serve from this entry while it is stale (inside one
+    /// of its [`StaleWindows`]): the stored headers with `Age` brought up
+    /// to `now`, so the client sees how old it is.
+    pub fn stale_response(&self, now: SystemTime) -> http::response::Parts {
+        let (mut parts, ()) = http::Response::new(()).into_parts();
+        parts.status = self.status;
+        parts.headers = self.headers.clone();
+        parts.headers.insert(
+            http::header::AGE,
+            HeaderValue::from(self.policy.age(now).as_secs()),
+        );
+        parts
+    }
+}
+
+/// Longest stale window honoured, seconds: an origin's typo of a few extra
+/// zeros must not keep an object served stale for years.
+pub const MAX_STALE_SECS: u64 = 7 * 24 * 3600;
+
+/// RFC 5861's extensions of `Cache-Control`, as the absolute times until
+/// which a stale response may still be served. They are fixed when the
+/// response is stored or revalidated, from its freshness lifetime then
+/// (`http-cache-semantics` does not read these directives, and once a
+/// response is stale its policy no longer says by how much).
+///
+/// Neither window exists for a response that says `must-revalidate` or
+/// `proxy-revalidate` (RFC 9111 §5.2.2.2: once stale it must not be used
+/// unvalidated), nor for one that was already stale when stored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StaleWindows {
+    /// `stale-while-revalidate=N`: served at once while one background
+    /// revalidation runs.
+    pub while_revalidate: Option<SystemTime>,
+    /// `stale-if-error=N`: served when a revalidation fails (no answer
+    /// from the origin, or a 500, 502, 503 or 504).
+    pub if_error: Option<SystemTime>,
+}
+
+impl StaleWindows {
+    /// The windows of a response with `headers` and `policy`, at `now`.
+    pub fn of(policy: &CachePolicy, headers: &HeaderMap, now: SystemTime) -> StaleWindows {
+        let ttl = policy.time_to_live(now);
+        let forbids = cache_control(headers).any(|(n, _)| {
+            n.eq_ignore_ascii_case("must-revalidate") || n.eq_ignore_ascii_case("proxy-revalidate")
+        });
+        if ttl.is_zero() || forbids {
+            return StaleWindows::default();
+        }
+        let until = |name: &str| {
+            let secs = cache_control_seconds(headers, name)?;
+            now.checked_add(ttl)?
+                .checked_add(std::time::Duration::from_secs(secs.min(MAX_STALE_SECS)))
+        };
+        StaleWindows {
+            while_revalidate: until("stale-while-revalidate"),
+            if_error: until("stale-if-error"),
+        }
+    }
+}
+
+/// Whether a stale response inside a window ending at `until` may answer a
+/// request with `request` headers at `now`: not past the window, and not
+/// for a request that asked for a fresh or validated answer (`no-cache`,
+/// `max-age`, `min-fresh`, `Pragma: no-cache`).
+pub fn stale_usable(until: Option<SystemTime>, request: &HeaderMap, now: SystemTime) -> bool {
+    let wants_fresh = cache_control(request).any(|(n, _)| {
+        ["no-cache", "max-age", "min-fresh"]
+            .iter()
+            .any(|d| n.eq_ignore_ascii_case(d))
+    }) || request.get_all(http::header::PRAGMA).iter().any(|v| {
+        v.to_str()
+            .is_ok_and(|v| v.to_ascii_lowercase().contains("no-cache"))
+    });
+    until.is_some_and(|u| now < u) && !wants_fresh
+}
+
+/// The directives of every `Cache-Control` field: name and value (quotes
+/// removed). Fields that are not text are skipped.
+fn cache_control(headers: &HeaderMap) -> impl Iterator<Item = (&str, Option<&str>)> {
+    headers
+        .get_all(http::header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(|d| match d.split_once('=') {
+            Some((n, v)) => (n.trim(), Some(v.trim().trim_matches('"'))),
+            None => (d, None),
+        })
+}
+
+/// The seconds of directive `name`, if it appears exactly once with a
+/// number: a repeated or malformed one counts as absent (RFC 9111 §4.2.1
+/// leaves such a response to the cache, and absent is the safe reading).
+fn cache_control_seconds(headers: &HeaderMap, name: &str) -> Option<u64> {
+    let mut found = cache_control(headers).filter(|(n, _)| n.eq_ignore_ascii_case(name));
+    let (_, value) = found.next()?;
+    if found.next().is_some() {
+        return None;
+    }
+    value?.parse().ok()
 }
 
 /// The answer of [`Cache::lookup`].
@@ -86,6 +210,10 @@ pub enum Lookup {
     /// A stored response that may be served as it is, with the headers to
     /// serve (`Age` updated by the policy).
     Fresh(Arc<Stored>, http::response::Parts),
+    /// A stored response past its freshness but inside its
+    /// `stale-while-revalidate` window: serve it now with these headers,
+    /// and revalidate it in the background with `request`.
+    StaleWhileRevalidate(Arc<Stored>, http::response::Parts, http::request::Parts),
     /// A stored response that must be revalidated first: send `request`
     /// (conditional headers added), then [`Cache::revalidated`].
     Stale(Arc<Stored>, http::request::Parts),
@@ -230,6 +358,10 @@ impl Cache {
             }
         }
         match stale {
+            Some((v, r)) if stale_usable(v.stale.while_revalidate, &request.headers, now) => {
+                let res = v.stale_response(now);
+                Lookup::StaleWhileRevalidate(v, res, r)
+            }
             Some((v, r)) => Lookup::Stale(v, r),
             None => Lookup::Miss,
         }
@@ -279,21 +411,24 @@ impl Cache {
         true
     }
 
-    /// After revalidating `old` with the upstream: `policy`/`headers` are
-    /// what `CachePolicy::after_response` gave for a 304; the body stays.
+    /// After revalidating `old` with the upstream at `now`: `policy` and
+    /// `headers` are what `CachePolicy::after_response` gave for a 304; the
+    /// body stays.
     pub fn revalidated(
         &self,
         key: &str,
         old: &Arc<Stored>,
         policy: CachePolicy,
         headers: HeaderMap,
+        now: SystemTime,
     ) -> Arc<Stored> {
-        let fresh = Arc::new(Stored {
+        let fresh = Arc::new(Stored::new(
             policy,
-            status: old.status,
+            old.status,
             headers,
-            body: old.body.clone(),
-        });
+            old.body.clone(),
+            now,
+        ));
         {
             let mut mem = self.mem();
             mem.replace(key, old, fresh.clone());
@@ -520,6 +655,12 @@ struct DiskVariant {
     status: u16,
     headers: Vec<(String, Vec<u8>)>,
     body_len: u64,
+    /// [`StaleWindows`] as seconds since the Unix epoch (absent in entries
+    /// written before they existed: no stale serving for those).
+    #[serde(default)]
+    stale_while_revalidate: Option<u64>,
+    #[serde(default)]
+    stale_if_error: Option<u64>,
 }
 
 impl Disk {
@@ -636,6 +777,8 @@ impl Disk {
                         .map(|(n, v)| (n.as_str().to_owned(), v.as_bytes().to_vec()))
                         .collect(),
                     body_len: v.body.len() as u64,
+                    stale_while_revalidate: v.stale.while_revalidate.map(unix_secs),
+                    stale_if_error: v.stale.if_error.map(unix_secs),
                 })
                 .collect(),
         };
@@ -671,6 +814,11 @@ impl Disk {
         self.note(url, size);
         Ok(())
     }
+}
+
+fn unix_secs(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Reads an entry file: its URL and (unless `head_only`) its variants.
@@ -719,11 +867,17 @@ fn read_entry(path: &Path, head_only: bool) -> Result<(String, Vec<Stored>), Dis
             let val = HeaderValue::from_bytes(&val).map_err(|_| corrupt("bad header value"))?;
             headers.append(n, val);
         }
+        let from_unix =
+            |s: u64| SystemTime::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(s));
         out.push(Stored {
             policy: v.policy,
             status,
             headers,
             body: Bytes::from(body),
+            stale: StaleWindows {
+                while_revalidate: v.stale_while_revalidate.and_then(from_unix),
+                if_error: v.stale_if_error.and_then(from_unix),
+            },
         });
     }
     Ok((entry.url, out))
@@ -754,12 +908,13 @@ mod tests {
             b = b.header(*n, *v);
         }
         let res = b.body(()).expect("response").into_parts().0;
-        Stored {
-            policy: CachePolicy::new_options(r, &res, at, CacheOptions::default()),
-            status: res.status,
-            headers: res.headers,
-            body: Bytes::copy_from_slice(body),
-        }
+        Stored::new(
+            CachePolicy::new_options(r, &res, at, CacheOptions::default()),
+            res.status,
+            res.headers,
+            Bytes::copy_from_slice(body),
+            at,
+        )
     }
 
     fn mem_cache(bytes: u64) -> Cache {
@@ -945,7 +1100,7 @@ mod tests {
         else {
             panic!("expected not modified");
         };
-        let fresh = c.revalidated(URL, &old, policy, parts.headers);
+        let fresh = c.revalidated(URL, &old, policy, parts.headers, later);
         assert_eq!(&fresh.body[..], b"body");
         assert!(matches!(
             c.lookup(URL, &r, later + Duration::from_secs(50)),
@@ -971,7 +1126,11 @@ mod tests {
             assert!(errors.is_empty());
             let s = stored(
                 &r,
-                &[("cache-control", "max-age=600"), ("x-a", "1")],
+                &[
+                    ("cache-control", "max-age=600, stale-while-revalidate=30"),
+                    ("cache-control", "stale-if-error=90"),
+                    ("x-a", "1"),
+                ],
                 b"abc",
                 now,
             );
@@ -990,11 +1149,112 @@ mod tests {
                     parts.headers.get("x-a").map(|v| v.as_bytes()),
                     Some(&b"1"[..])
                 );
+                // The stale windows come back, to the second.
+                let at = |secs| Some(unix_secs(now + Duration::from_secs(secs)));
+                assert_eq!(s.stale.while_revalidate.map(unix_secs), at(630));
+                assert_eq!(s.stale.if_error.map(unix_secs), at(690));
             }
             other => panic!("{other:?}"),
         }
         assert_eq!(c.purge(&Purge::All), 1);
         assert_eq!(std::fs::read_dir(&dir).expect("dir").count(), 0);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_stale_response_is_served_inside_its_windows_only() {
+        let c = mem_cache(1 << 20);
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let at = |secs| t0 + Duration::from_secs(secs);
+        let r = req(URL, &[]);
+        let cc = "max-age=10, stale-while-revalidate=20, stale-if-error=100";
+        let h = [("cache-control", cc), ("etag", "\"v1\"")];
+        assert!(c.store(URL, &r, stored(&r, &h, b"img", t0)));
+        assert!(matches!(c.lookup(URL, &r, at(5)), Lookup::Fresh(..)));
+        // Stale by 5 s, inside stale-while-revalidate: served now, with its
+        // age, and a conditional request to refresh it with.
+        match c.lookup(URL, &r, at(15)) {
+            Lookup::StaleWhileRevalidate(s, res, cond) => {
+                assert_eq!(&s.body[..], b"img");
+                assert_eq!(
+                    res.headers.get("age").map(|v| v.as_bytes()),
+                    Some(&b"15"[..])
+                );
+                assert_eq!(
+                    cond.headers.get("if-none-match").map(|v| v.as_bytes()),
+                    Some(&b"\"v1\""[..])
+                );
+            }
+            other => panic!("expected stale-while-revalidate, got {other:?}"),
+        }
+        // Past it: revalidate first, but an error may still be covered.
+        let Lookup::Stale(s, _) = c.lookup(URL, &r, at(31)) else {
+            panic!("expected stale");
+        };
+        let none = HeaderMap::new();
+        assert!(stale_usable(s.stale.if_error, &none, at(109)));
+        assert!(!stale_usable(s.stale.if_error, &none, at(110)));
+        // A request that asks for a fresh answer never gets a stale one.
+        for asks in [
+            ("cache-control", "no-cache"),
+            ("cache-control", "max-age=0"),
+            ("cache-control", "min-fresh=5"),
+            ("pragma", "no-cache"),
+        ] {
+            let fresh_only = req(URL, &[asks]);
+            assert!(
+                matches!(c.lookup(URL, &fresh_only, at(15)), Lookup::Stale(..)),
+                "{asks:?}"
+            );
+            assert!(!stale_usable(s.stale.if_error, &fresh_only.headers, at(31)));
+        }
+    }
+
+    #[test]
+    fn stale_windows_are_refused_where_the_response_or_its_values_forbid() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let r = req(URL, &[]);
+        let windows = |h: &[(&str, &str)]| stored(&r, h, b"x", t0).stale;
+        let after = |secs| Some(t0 + Duration::from_secs(secs));
+        let swr = |h: &[(&str, &str)]| windows(h).while_revalidate;
+        assert_eq!(
+            swr(&[("cache-control", "max-age=10, stale-while-revalidate=20")]),
+            after(30)
+        );
+        // Directive names in any case, values quoted, over two fields.
+        assert_eq!(
+            swr(&[
+                ("cache-control", "max-age=10"),
+                ("cache-control", "Stale-While-Revalidate=\"20\"")
+            ]),
+            after(30)
+        );
+        for cc in [
+            "max-age=10, must-revalidate, stale-while-revalidate=20, stale-if-error=20",
+            "max-age=10, proxy-revalidate, stale-while-revalidate=20, stale-if-error=20",
+            "max-age=0, stale-while-revalidate=20, stale-if-error=20",
+            "no-cache, stale-while-revalidate=20, stale-if-error=20",
+            "max-age=10, stale-while-revalidate=abc, stale-if-error=-1",
+            "max-age=10, stale-while-revalidate, stale-if-error=",
+            "max-age=10, stale-while-revalidate=5, stale-while-revalidate=6, stale-if-error=1, stale-if-error=1",
+        ] {
+            assert_eq!(windows(&[("cache-control", cc)]), StaleWindows::default(), "{cc}");
+        }
+        // Huge values are cut to a week.
+        assert_eq!(
+            swr(&[(
+                "cache-control",
+                "max-age=10, stale-while-revalidate=999999999999"
+            )]),
+            after(10 + MAX_STALE_SECS)
+        );
+        // A response that arrived stale (its Age past max-age) gets none.
+        assert_eq!(
+            windows(&[
+                ("cache-control", "max-age=10, stale-while-revalidate=20"),
+                ("age", "11")
+            ]),
+            StaleWindows::default()
+        );
     }
 }

@@ -106,6 +106,31 @@ fn answer(host: &str, path: &str, req: &http::HeaderMap) -> http::Response<Full<
                 vec![1u8; 100],
             )
         }
+        // Stale a second after it was stored; the ETag makes a
+        // revalidation a 304 (and `/sie.png`'s and `/err.png`'s a 503: the
+        // origin is failing).
+        ("b.example", "/gated-swr.png" | "/slow-reval.png" | "/sie.png" | "/err.png") => {
+            let cc = match path {
+                "/gated-swr.png" => "max-age=1, stale-while-revalidate=60",
+                "/sie.png" => "max-age=1, stale-if-error=60",
+                _ => "max-age=1",
+            };
+            if req.get("if-none-match").is_some_and(|v| v == "\"r1\"") {
+                let failing = matches!(path, "/sie.png" | "/err.png");
+                return b
+                    .status(if failing { 503 } else { 304 })
+                    .header("etag", "\"r1\"")
+                    .header("cache-control", cc)
+                    .body(Full::new(Bytes::new()))
+                    .expect("304");
+            }
+            (
+                b.header("content-type", "image/png")
+                    .header("cache-control", cc)
+                    .header("etag", "\"r1\""),
+                vec![3u8; 300],
+            )
+        }
         ("c.example", "/y.png") => (
             b.header("content-type", "image/png")
                 .header("set-cookie", "track=1; Domain=c.example"),
@@ -116,22 +141,30 @@ fn answer(host: &str, path: &str, req: &http::HeaderMap) -> http::Response<Full<
     b.body(Full::new(Bytes::from(body))).expect("response")
 }
 
-async fn origin(tls: Option<Arc<rustls::ServerConfig>>) -> (SocketAddr, Seen) {
+/// Holds the origin's answers to revalidations of `/gated…` paths until
+/// the test adds permits.
+type Gate = Arc<tokio::sync::Semaphore>;
+
+async fn origin(tls: Option<Arc<rustls::ServerConfig>>) -> (SocketAddr, Seen, Gate) {
     let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let addr = l.local_addr().expect("addr");
     let seen: Seen = Arc::default();
+    let gate: Gate = Arc::new(tokio::sync::Semaphore::new(0));
     let s = seen.clone();
+    let g = gate.clone();
     tokio::spawn(async move {
         loop {
             let Ok((tcp, _)) = l.accept().await else {
                 return;
             };
             let s = s.clone();
+            let g = g.clone();
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
                 let svc = service_fn(move |req: http::Request<Incoming>| {
                     let s = s.clone();
+                    let g = g.clone();
                     async move {
                         let host = req
                             .headers()
@@ -144,11 +177,15 @@ async fn origin(tls: Option<Arc<rustls::ServerConfig>>) -> (SocketAddr, Seen) {
                         let slow = path.starts_with("/slow");
                         s.lock()
                             .expect("seen")
-                            .push((host, path, req.headers().clone()));
+                            .push((host, path.clone(), req.headers().clone()));
                         // An origin that takes its time, so that misses
                         // for the same URL overlap.
                         if slow {
                             tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                        }
+                        if path.starts_with("/gated") && req.headers().contains_key("if-none-match")
+                        {
+                            let _open = g.acquire().await.expect("gate");
                         }
                         Ok::<_, std::convert::Infallible>(r)
                     }
@@ -167,7 +204,7 @@ async fn origin(tls: Option<Arc<rustls::ServerConfig>>) -> (SocketAddr, Seen) {
             });
         }
     });
-    (addr, seen)
+    (addr, seen, gate)
 }
 
 fn config(origin: SocketAddr, tls: Option<TlsFiles>, prefix: &str) -> ServeConfig {
@@ -198,6 +235,7 @@ struct Running {
     admin: SocketAddr,
     accel: Arc<mewa_accel::server::Accel>,
     seen: Seen,
+    gate: Gate,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
@@ -220,7 +258,7 @@ async fn start_with(
         c.alpn_protocols = vec![b"http/1.1".to_vec()];
         Arc::new(c)
     });
-    let (o, seen) = origin(origin_tls).await;
+    let (o, seen, gate) = origin(origin_tls).await;
     let mut cfg = config(o, tls.clone(), prefix);
     if let Some(f) = &tls {
         cfg.upstream.ca_file = f.cert.clone();
@@ -241,6 +279,7 @@ async fn start_with(
         admin,
         accel,
         seen,
+        gate,
         _stop: tx,
     }
 }
@@ -369,16 +408,42 @@ async fn a_page_is_folded_and_its_resources_come_from_the_cache() {
 
 /// `n` concurrent GETs of the folded slow image; each got the whole body.
 async fn concurrent_slow_gets(r: &Running, n: usize) {
+    concurrent_gets(r, "/b.example/slow.png", n, 20_000).await;
+}
+
+/// `n` GETs of `path` at once, each answered 200 with `len` bytes; their
+/// headers.
+async fn concurrent_gets(r: &Running, path: &str, n: usize, len: usize) -> Vec<http::HeaderMap> {
     let tasks: Vec<_> = (0..n)
         .map(|_| {
             let addr = r.server_http;
-            tokio::spawn(async move { get(addr, "a.example", "/b.example/slow.png", &[]).await })
+            let path = path.to_owned();
+            tokio::spawn(async move { get(addr, "a.example", &path, &[]).await })
         })
         .collect();
+    let mut out = Vec::new();
     for t in tasks {
-        let (status, _, body) = t.await.expect("join");
-        assert_eq!((status, body.len()), (200, 20_000));
+        let (status, h, body) = t.await.expect("join");
+        assert_eq!((status, body.len()), (200, len));
+        out.push(h);
     }
+    out
+}
+
+/// Waits (at most 10 s) until `done` holds.
+async fn until(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..1000 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("gave up waiting until {what}");
+}
+
+/// Past `max-age=1`.
+async fn let_it_go_stale() {
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
 }
 
 #[tokio::test]
@@ -541,6 +606,80 @@ async fn stale_responses_are_revalidated() {
         .all(|(_, _, h)| h.get("if-none-match").is_some()));
     drop(seen);
     assert_eq!(metric(&r.accel, "cache_revalidations_total"), 2);
+}
+
+#[tokio::test]
+async fn concurrent_requests_for_a_stale_url_revalidate_once() {
+    let r = start(None, "").await;
+    concurrent_gets(&r, "/b.example/slow-reval.png", 1, 300).await;
+    let_it_go_stale().await;
+    // The origin takes 300 ms to answer the revalidation: the other five
+    // wait for it and are served what it refreshed.
+    concurrent_gets(&r, "/b.example/slow-reval.png", 6, 300).await;
+    assert_eq!(count(&r.seen, "b.example", "/slow-reval.png"), 2);
+    assert_eq!(metric(&r.accel, "cache_revalidations_total"), 1);
+    assert_eq!(metric(&r.accel, "cache_collapsed_total"), 5);
+    assert_eq!(metric(&r.accel, "cache_stale_served_total"), 0);
+}
+
+#[tokio::test]
+async fn stale_while_revalidate_answers_at_once_and_refreshes_once() {
+    let r = start(None, "").await;
+    let path = "/b.example/gated-swr.png";
+    concurrent_gets(&r, path, 1, 300).await;
+    let_it_go_stale().await;
+    // The origin holds every revalidation of this path until the gate
+    // opens: these five can only have been answered from the stale copy.
+    for h in concurrent_gets(&r, path, 5, 300).await {
+        let age: u64 = h
+            .get("age")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .expect("an Age header");
+        assert!(age >= 1, "age {age}");
+    }
+    assert_eq!(metric(&r.accel, "cache_stale_served_total"), 5);
+    // One refresh went to the origin, in the background.
+    until("the refresh reaches the origin", || {
+        count(&r.seen, "b.example", "/gated-swr.png") == 2
+    })
+    .await;
+    r.gate.add_permits(100);
+    until("the refresh is stored", || {
+        metric(&r.accel, "cache_revalidations_total") == 1
+    })
+    .await;
+    // Fresh again: a hit, and nothing more asked of the origin.
+    let hits = metric(&r.accel, "cache_hits_total");
+    concurrent_gets(&r, path, 1, 300).await;
+    assert_eq!(metric(&r.accel, "cache_hits_total"), hits + 1);
+    assert_eq!(count(&r.seen, "b.example", "/gated-swr.png"), 2);
+    assert_eq!(metric(&r.accel, "cache_stale_served_total"), 5);
+}
+
+#[tokio::test]
+async fn a_failing_origin_is_covered_by_stale_if_error_and_nothing_else() {
+    let r = start(None, "").await;
+    for p in ["/b.example/sie.png", "/b.example/err.png"] {
+        concurrent_gets(&r, p, 1, 300).await;
+    }
+    let_it_go_stale().await;
+    // Its revalidation gets a 503; stale-if-error allows the stored copy.
+    concurrent_gets(&r, "/b.example/sie.png", 1, 300).await;
+    assert_eq!(metric(&r.accel, "cache_stale_if_error_total"), 1);
+    // Without it, the client sees the origin's error.
+    let (status, _, _) = get(r.server_http, "a.example", "/b.example/err.png", &[]).await;
+    assert_eq!(status, 503);
+    // A client that asks for a validated answer gets the error too.
+    let (status, _, _) = get(
+        r.server_http,
+        "a.example",
+        "/b.example/sie.png",
+        &[("cache-control", "no-cache")],
+    )
+    .await;
+    assert_eq!(status, 503);
+    assert_eq!(metric(&r.accel, "cache_stale_if_error_total"), 1);
 }
 
 #[tokio::test]

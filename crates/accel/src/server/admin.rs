@@ -29,6 +29,12 @@ pub struct Metrics {
     pub collapsed: AtomicU64,
     /// Waits for another request's fetch that ran out (`lock_timeout_ms`).
     pub lock_timeouts: AtomicU64,
+    /// Stale, served at once inside its `stale-while-revalidate` window
+    /// (one background revalidation per URL refreshes it).
+    pub stale_served: AtomicU64,
+    /// Stale, served because its revalidation failed, inside its
+    /// `stale-if-error` window.
+    pub stale_if_error: AtomicU64,
     /// Stale, revalidated with the origin and still good (304).
     pub revalidated: AtomicU64,
     /// Stale, revalidated, and the origin sent a new body.
@@ -148,6 +154,18 @@ pub fn prometheus(accel: &Accel) -> String {
         "cache_lock_timeouts_total",
         "Waits for another request's fetch of the same URL that ran out.",
         g(&m.lock_timeouts),
+    );
+    counter(
+        &mut o,
+        "cache_stale_served_total",
+        "Stale responses served at once inside stale-while-revalidate, refreshed in the background.",
+        g(&m.stale_served),
+    );
+    counter(
+        &mut o,
+        "cache_stale_if_error_total",
+        "Stale responses served because revalidation failed, inside stale-if-error.",
+        g(&m.stale_if_error),
     );
     counter(
         &mut o,

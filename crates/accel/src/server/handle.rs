@@ -14,7 +14,7 @@
 //!    `Content-Security-Policy: sandbox`.
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -29,7 +29,7 @@ use super::body::{empty, full, ChanBody, OutBody, Rewrite, Transform};
 use super::fill::{self, Fill, FillGuard};
 use super::upstream::UpBody;
 use super::{Accel, VIA};
-use crate::cache::{Lookup, Stored};
+use crate::cache::{self, Lookup, Purge, Stored};
 use crate::mapping::{unfold, FoldContext, Scheme};
 use crate::rewrite::css::CssRewriter;
 use crate::rewrite::html::{HtmlOptions, HtmlRewriter};
@@ -167,6 +167,7 @@ fn kind_of(h: &HeaderMap) -> (Kind, Option<String>) {
 }
 
 /// How a request is routed, once its path has been unfolded.
+#[derive(Clone)]
 struct Route {
     site: Arc<Site>,
     scheme: Scheme,
@@ -215,7 +216,7 @@ async fn drain(mut body: Incoming) {
             }
         }
     };
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), read).await;
+    let _ = tokio::time::timeout(Duration::from_secs(1), read).await;
 }
 
 /// Where a request goes, or the response that refuses it.
@@ -358,152 +359,267 @@ async fn serve(accel: Arc<Accel>, req: Request<Incoming>, route: Route) -> Respo
             "request target does not make a URL",
         );
     };
-    // Held while this request fetches what other misses wait for.
+    // Held while this request fetches (or revalidates) what other requests
+    // for the URL wait for.
     let mut fill = None;
     // Whether this request has waited for another's fetch already.
     let mut waited = false;
-    // A miss that found another request fetching the same URL waits for
-    // it and looks again (docs/ACCEL.md "Concurrent misses").
-    loop {
+    // Answers from the cache where it can. A miss, or a stale entry that
+    // must be revalidated, that finds another request fetching the same URL
+    // waits for it and looks again (docs/ACCEL.md "Concurrent misses").
+    // What comes out: the new response a revalidation brought, or nothing
+    // (go to the origin).
+    let revalidated = loop {
         if !cacheable {
             Metrics::inc(&accel.metrics.passed);
-            break;
+            break None;
         }
-        match accel
+        let found = accel
             .cache
-            .lookup(&route.upstream_url, &lookup_req, SystemTime::now())
-        {
+            .lookup(&route.upstream_url, &lookup_req, SystemTime::now());
+        // A miss, or a stale copy that must be revalidated, goes to the
+        // origin once for all who want it at the same time.
+        let lock = accel
+            .lock_timeout
+            .filter(|_| !waited && parts.method == Method::GET);
+        if let (Lookup::Stale(..) | Lookup::Miss, Some(limit)) = (&found, lock) {
+            match take_turn(&accel, &route.upstream_url, limit).await {
+                Some(guard) => fill = Some(guard),
+                None => {
+                    waited = true;
+                    continue;
+                }
+            }
+        }
+        let serve_stored = |stored, res| {
+            respond_stored(
+                &accel,
+                &route,
+                &parts.headers,
+                stored,
+                res,
+                head_only,
+                client_gzip,
+            )
+        };
+        match found {
             Lookup::Fresh(stored, res) => {
                 Metrics::inc(&accel.metrics.hits);
                 if waited {
                     Metrics::inc(&accel.metrics.collapsed);
                 }
-                return respond_stored(
-                    &accel,
-                    &route,
-                    &parts.headers,
-                    stored,
-                    res,
-                    head_only,
-                    client_gzip,
-                );
+                return serve_stored(stored, res);
+            }
+            Lookup::StaleWhileRevalidate(stored, res, conditional) => {
+                Metrics::inc(&accel.metrics.stale_served);
+                // One refresh per URL at a time: a request that finds one
+                // running (or a fetch) serves the stale copy and goes.
+                if let Fill::Lead(guard) = accel.fills.enter(&route.upstream_url) {
+                    tokio::spawn(refresh(
+                        accel.clone(),
+                        route.clone(),
+                        lookup_req.clone(),
+                        stored.clone(),
+                        conditional,
+                        guard,
+                    ));
+                }
+                return serve_stored(stored, res);
             }
             Lookup::Stale(stored, conditional) => {
-                let up = Request::from_parts(conditional.clone(), empty_up());
-                match accel
-                    .upstream
-                    .send(route.scheme, &route.upstream_host, up)
-                    .await
-                {
-                    Ok(res) => {
-                        let (rp, rb) = res.into_parts();
-                        let mut rp_h = rp.clone();
-                        strip_hop_by_hop(&mut rp_h.headers);
-                        match stored
-                            .policy
-                            .after_response(&conditional, &rp_h, SystemTime::now())
-                        {
-                            AfterResponse::NotModified(policy, fresh) => {
-                                Metrics::inc(&accel.metrics.revalidated);
-                                // Drain the (empty) 304 body so the
-                                // connection can be reused.
-                                let _ = rb.collect().await;
-                                let mut headers = fresh.headers.clone();
-                                headers.remove(header::AGE);
-                                let s = accel.cache.revalidated(
-                                    &route.upstream_url,
-                                    &stored,
-                                    policy,
-                                    headers,
-                                );
-                                return respond_stored(
-                                    &accel,
-                                    &route,
-                                    &parts.headers,
-                                    s,
-                                    fresh,
-                                    head_only,
-                                    client_gzip,
-                                );
-                            }
-                            AfterResponse::Modified(..) => {
-                                Metrics::inc(&accel.metrics.revalidated_changed);
-                                return respond_upstream(
-                                    &accel,
-                                    &route,
-                                    &lookup_req,
-                                    rp,
-                                    rb,
-                                    head_only,
-                                    client_gzip,
-                                    true,
-                                    None,
-                                );
-                            }
-                        }
+                let upstream = match revalidate(&accel, &route, &stored, &conditional).await {
+                    Revalidation::NotModified(s, fresh) => return serve_stored(s, fresh),
+                    Revalidation::Modified(rp, rb) => Ok((rp, rb)),
+                    Revalidation::Failed(e) => Err(e),
+                };
+                // A failing origin: a stale copy the origin allowed for this
+                // (`stale-if-error`) beats its error.
+                let failing = upstream
+                    .as_ref()
+                    .map_or(true, |(rp, _)| is_server_error(rp.status));
+                let now = SystemTime::now();
+                if failing && cache::stale_usable(stored.stale.if_error, &parts.headers, now) {
+                    Metrics::inc(&accel.metrics.stale_if_error);
+                    let res = stored.stale_response(now);
+                    return serve_stored(stored, res);
+                }
+                match upstream {
+                    Ok(new) => {
+                        Metrics::inc(&accel.metrics.revalidated_changed);
+                        break Some(new);
                     }
                     Err(e) => return upstream_failed(&accel, &route, e),
                 }
             }
             Lookup::Miss => {
-                if let (Some(limit), false, true) =
-                    (accel.lock_timeout, waited, parts.method == Method::GET)
-                {
-                    match accel.fills.enter(&route.upstream_url) {
-                        Fill::Lead(guard) => fill = Some(guard),
-                        Fill::Wait(rx) => {
-                            if !fill::wait(rx, limit).await {
-                                Metrics::inc(&accel.metrics.lock_timeouts);
-                            }
-                            waited = true;
-                            continue;
-                        }
-                    }
-                }
                 Metrics::inc(&accel.metrics.misses);
-                break;
+                break None;
             }
         }
+    };
+    let (rp, rb, store) = match revalidated {
+        // A stale copy's replacement, stored like a miss's response.
+        Some((rp, rb)) => (rp, rb, true),
+        None => {
+            // To the origin. GET and HEAD go without a body; other methods
+            // (only on the site's own paths) carry the client's.
+            let up_body: UpBody = if parts.method == Method::GET || parts.method == Method::HEAD {
+                empty_up()
+            } else {
+                body.boxed()
+            };
+            let Some(up_parts) =
+                request_parts(parts.method.clone(), &route.upstream_url, up_headers)
+            else {
+                return plain(
+                    StatusCode::BAD_REQUEST,
+                    "request target does not make a URL",
+                );
+            };
+            match accel
+                .upstream
+                .send(
+                    route.scheme,
+                    &route.upstream_host,
+                    Request::from_parts(up_parts, up_body),
+                )
+                .await
+            {
+                Ok(res) => {
+                    let (rp, rb) = res.into_parts();
+                    (rp, rb, cacheable && parts.method == Method::GET)
+                }
+                Err(e) => return upstream_failed(&accel, &route, e),
+            }
+        }
+    };
+    respond_upstream(
+        &accel,
+        &route,
+        &lookup_req,
+        rp,
+        rb,
+        head_only,
+        client_gzip,
+        store,
+        fill,
+    )
+}
+
+/// Leads the fetch of `key` (the guard, held until the cache has the
+/// outcome), or waits for the one in flight, at most `limit` (`None`: look
+/// in the cache again).
+async fn take_turn(accel: &Accel, key: &str, limit: Duration) -> Option<FillGuard> {
+    match accel.fills.enter(key) {
+        Fill::Lead(guard) => Some(guard),
+        Fill::Wait(rx) => {
+            if !fill::wait(rx, limit).await {
+                Metrics::inc(&accel.metrics.lock_timeouts);
+            }
+            None
+        }
     }
-    // To the origin. GET and HEAD go without a body; other methods (only
-    // on the site's own paths) carry the client's.
-    let up_body: UpBody = if parts.method == Method::GET || parts.method == Method::HEAD {
-        empty_up()
-    } else {
-        body.boxed()
-    };
-    let Some(up_parts) = request_parts(parts.method.clone(), &route.upstream_url, up_headers)
-    else {
-        return plain(
-            StatusCode::BAD_REQUEST,
-            "request target does not make a URL",
-        );
-    };
-    let store = cacheable && parts.method == Method::GET;
-    match accel
+}
+
+/// What a conditional request for a stale entry brought back.
+enum Revalidation {
+    /// Still good (304): the entry, refreshed in the cache, and the headers
+    /// to serve it with.
+    NotModified(Arc<Stored>, http::response::Parts),
+    /// Another response: a new body, or an error status.
+    Modified(http::response::Parts, Incoming),
+    /// No answer from the origin.
+    Failed(super::upstream::UpstreamError),
+}
+
+/// Sends `conditional` for the stale entry `stored` and, on a 304,
+/// refreshes the entry in the cache.
+async fn revalidate(
+    accel: &Accel,
+    route: &Route,
+    stored: &Arc<Stored>,
+    conditional: &http::request::Parts,
+) -> Revalidation {
+    let up = Request::from_parts(conditional.clone(), empty_up());
+    let res = match accel
         .upstream
-        .send(
-            route.scheme,
-            &route.upstream_host,
-            Request::from_parts(up_parts, up_body),
-        )
+        .send(route.scheme, &route.upstream_host, up)
         .await
     {
-        Ok(res) => {
-            let (rp, rb) = res.into_parts();
-            respond_upstream(
-                &accel,
-                &route,
-                &lookup_req,
-                rp,
-                rb,
-                head_only,
-                client_gzip,
-                store,
-                fill,
-            )
+        Ok(res) => res,
+        Err(e) => return Revalidation::Failed(e),
+    };
+    let (rp, rb) = res.into_parts();
+    let mut rp_h = rp.clone();
+    strip_hop_by_hop(&mut rp_h.headers);
+    let now = SystemTime::now();
+    match stored.policy.after_response(conditional, &rp_h, now) {
+        AfterResponse::NotModified(policy, fresh) => {
+            Metrics::inc(&accel.metrics.revalidated);
+            // Drain the (empty) 304 body so the connection can be reused.
+            let _ = rb.collect().await;
+            let mut headers = fresh.headers.clone();
+            headers.remove(header::AGE);
+            let s = accel
+                .cache
+                .revalidated(&route.upstream_url, stored, policy, headers, now);
+            Revalidation::NotModified(s, fresh)
         }
-        Err(e) => upstream_failed(&accel, &route, e),
+        AfterResponse::Modified(..) => Revalidation::Modified(rp, rb),
+    }
+}
+
+/// The statuses RFC 5861 §4 lets `stale-if-error` cover.
+fn is_server_error(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 500 | 502 | 503 | 504)
+}
+
+/// Revalidates, with no client waiting, a stale entry that was just served
+/// inside its `stale-while-revalidate` window. `_guard` keeps other
+/// requests from starting another refresh until the cache holds the
+/// outcome. An error leaves the stale entry as it is (its windows still
+/// bound how long it is served).
+async fn refresh(
+    accel: Arc<Accel>,
+    route: Route,
+    lookup_req: http::request::Parts,
+    stored: Arc<Stored>,
+    conditional: http::request::Parts,
+    guard: FillGuard,
+) {
+    let url = &route.upstream_url;
+    match revalidate(&accel, &route, &stored, &conditional).await {
+        Revalidation::NotModified(..) => {}
+        Revalidation::Modified(rp, _) if is_server_error(rp.status) => {
+            tracing::warn!("accel: {url}: background revalidation: {}", rp.status);
+        }
+        Revalidation::Modified(rp, rb) => {
+            Metrics::inc(&accel.metrics.revalidated_changed);
+            match split_for_cache(&accel, &route, &lookup_req, &rp, true).1 {
+                Some(tee) => {
+                    let key = url.clone();
+                    pump(
+                        accel.clone(),
+                        key,
+                        lookup_req,
+                        rb,
+                        None,
+                        Some(tee),
+                        None,
+                        Some(guard),
+                    )
+                    .await;
+                }
+                // The new response may not be kept: neither may the old one
+                // be served any more.
+                None => {
+                    accel.cache.purge(&Purge::Url(url.clone()));
+                }
+            }
+        }
+        Revalidation::Failed(e) => {
+            tracing::warn!("accel: {url}: background revalidation: {e}");
+        }
     }
 }
 
@@ -807,6 +923,37 @@ fn respond_upstream(
     store: bool,
     fill: Option<FillGuard>,
 ) -> Response<OutBody> {
+    let (mut h, tee) = split_for_cache(accel, route, lookup_req, &rp, store && !head_only);
+    let status = rp.status;
+    let transform = transform_for(accel, route, status, &mut h, client_gzip);
+    let (tx, body) = if head_only {
+        (None, empty())
+    } else {
+        let (tx, body) = ChanBody::channel();
+        (Some(tx), body)
+    };
+    let accel2 = accel.clone();
+    let key = route.upstream_url.clone();
+    let lookup_req = lookup_req.clone();
+    // Nothing will be stored: the waiters need not wait for the body.
+    let fill = fill.filter(|_| tee.is_some());
+    tokio::spawn(pump(accel2, key, lookup_req, rb, transform, tee, tx, fill));
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    *r.headers_mut() = h;
+    r
+}
+
+/// Splits upstream response `rp` into the headers for the client and the
+/// copy the cache keeps, if it may keep one (`store`: a cacheable GET whose
+/// body will be read; and never a response with the site's cookies in it).
+fn split_for_cache(
+    accel: &Accel,
+    route: &Route,
+    lookup_req: &http::request::Parts,
+    rp: &http::response::Parts,
+    store: bool,
+) -> (HeaderMap, Option<Tee>) {
     let mut stored_headers = rp.headers.clone();
     strip_hop_by_hop(&mut stored_headers);
     let had_cookie = !route.folded && stored_headers.contains_key(header::SET_COOKIE);
@@ -816,8 +963,7 @@ fn respond_upstream(
         stored_headers.remove(header::SET_COOKIE);
     }
     let status = rp.status;
-    // Stored: a storable GET response without the site's cookies in it.
-    let tee = if store && !had_cookie && !head_only {
+    let tee = if store && !had_cookie {
         response_parts(status, &stored_headers).and_then(|res| {
             let policy = CachePolicy::new_options(
                 lookup_req,
@@ -840,23 +986,7 @@ fn respond_upstream(
     } else {
         None
     };
-    let transform = transform_for(accel, route, status, &mut h, client_gzip);
-    let (tx, body) = if head_only {
-        (None, empty())
-    } else {
-        let (tx, body) = ChanBody::channel();
-        (Some(tx), body)
-    };
-    let accel2 = accel.clone();
-    let key = route.upstream_url.clone();
-    let lookup_req = lookup_req.clone();
-    // Nothing will be stored: the waiters need not wait for the body.
-    let fill = fill.filter(|_| tee.is_some());
-    tokio::spawn(pump(accel2, key, lookup_req, rb, transform, tee, tx, fill));
-    let mut r = Response::new(body);
-    *r.status_mut() = status;
-    *r.headers_mut() = h;
-    r
+    (h, tee)
 }
 
 fn response_parts(status: StatusCode, h: &HeaderMap) -> Option<http::response::Parts> {
@@ -967,12 +1097,13 @@ async fn pump(
     }
     if let Some(t) = tee {
         if t.ok {
-            let stored = Stored {
-                policy: t.policy,
-                status: t.status,
-                headers: t.headers,
-                body: t.buf.freeze(),
-            };
+            let stored = Stored::new(
+                t.policy,
+                t.status,
+                t.headers,
+                t.buf.freeze(),
+                SystemTime::now(),
+            );
             if accel.cache.store(&key, &lookup_req, stored) {
                 Metrics::inc(&accel.metrics.stored);
             }
