@@ -108,12 +108,20 @@ pub struct Browser<'a> {
     pub binary: &'a Path,
     /// Extra command-line flags.
     pub flags: &'a [&'a str],
+    /// Load a generated page over `http://` from the origin's plain port:
+    /// HTTP/1.1 in the clear, with the connections Chromium opens itself
+    /// (seed 002's unencrypted pages). Recordings keep their own schemes.
+    pub clear_text: bool,
 }
 
 impl<'a> Browser<'a> {
     /// `binary` with Chromium's defaults (HTTP/2 over TLS).
     pub fn plain(binary: &'a Path) -> Browser<'a> {
-        Browser { binary, flags: &[] }
+        Browser {
+            binary,
+            flags: &[],
+            clear_text: false,
+        }
     }
 }
 
@@ -140,7 +148,11 @@ pub fn with_chromium(
         .map_err(|e| BedError::Runtime(format!("the origin's certificate: {e}")))?;
     let profile = work.join(format!("profile-{}", page.name));
     let netlog = work.join(format!("{}.netlog.json", page.name));
-    let url = browser_url(bed, page);
+    let url = if chromium.clear_text {
+        clear_text_url(bed, page)?
+    } else {
+        browser_url(bed, page)
+    };
     let mut cmd = match dns {
         // Chromium's own resolver, asking `dns` over the link: a private
         // mount namespace puts a resolv.conf naming it over the machine's.
@@ -222,6 +234,22 @@ pub fn arrival_from_netlog(bytes: &[u8], page: &Page) -> Result<Arrival, crate::
         plt_s: times.map(|t| t.plt_s),
         requested_s: times.map(|t| t.requested_s),
     })
+}
+
+/// The `http://` URL of a generated page, served by the origin's plain
+/// port with `http://` references: every object then loads over HTTP/1.1
+/// in the clear. A recording (or a testbed with an address per host)
+/// refers to its objects by the schemes it was recorded with, so it cannot
+/// be loaded in the clear.
+pub fn clear_text_url(bed: &Bed, page: &Page) -> Result<String, BedError> {
+    match page.root() {
+        Some(root) if !bed.per_host() => Ok(root.url("http")),
+        _ => Err(BedError::Runtime(format!(
+            "{}: a recorded page keeps its recorded schemes and cannot be loaded \
+             in the clear; use generated pages (meh15, general) for it",
+            page.name
+        ))),
+    }
 }
 
 /// The URL Chromium loads `page` from: a recording's as recorded; a

@@ -106,6 +106,66 @@ fn every_recording_replays_with_the_loader_and_chromium() {
             }
         }
     }
+    // A recording keeps its schemes: loading it in the clear is refused
+    // with the reason, before Chromium starts.
+    if let Some(bin) = &browser {
+        let clear = replay::Browser {
+            clear_text: true,
+            ..replay::Browser::plain(bin)
+        };
+        let ca = tmp.path().join("ca");
+        let e = replay::with_chromium(&bed, &corpus.pages[0], &clear, &ca, tmp.path(), None, None)
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("cannot be loaded in the clear"),
+            "{e}"
+        );
+    }
     bed.shutdown().unwrap();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_generated_page_loads_in_the_clear_in_chromium() {
+    let test = "a_generated_page_loads_in_the_clear_in_chromium";
+    if let Err(e) = runtime::probe() {
+        eprintln!("skipping {test}: needs root (network namespaces, TUN): {e}");
+        return;
+    }
+    let Some(bin) = chromium(test) else {
+        return;
+    };
+    let mut corpus = mewa_corpus::generate(mewa_corpus::Preset::Meh15, 1);
+    corpus.pages.truncate(1);
+    let page = &corpus.pages[0];
+    let tmp = TempDir::new("replay-clear");
+    let bed = bed(&corpus, &tmp);
+    let netlog = tmp.path().join("clear.netlog.json");
+    let clear = replay::Browser {
+        clear_text: true,
+        ..replay::Browser::plain(&bin)
+    };
+    let got = replay::with_chromium(
+        &bed,
+        page,
+        &clear,
+        &tmp.path().join("ca"),
+        tmp.path(),
+        None,
+        Some(&netlog),
+    )
+    .unwrap();
+    bed.shutdown().unwrap();
+    assert!(got.missing.is_empty(), "{:?}", got.missing);
+    assert!(got.plt_s.is_some());
+    // Every object of the page was asked for over http://, none over TLS.
+    let log = std::fs::read_to_string(&netlog).unwrap();
+    for o in &page.objects {
+        let (clear, tls) = (o.url("http"), o.url("https"));
+        assert!(
+            log.contains(&format!("\"{clear}\"")),
+            "{clear} never requested"
+        );
+        assert!(!log.contains(&format!("\"{tls}\"")), "{tls} requested");
+    }
 }

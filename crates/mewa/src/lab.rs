@@ -518,9 +518,10 @@ struct FldPagesArgs {
     setting: Vec<String>,
     /// Page types, comma-separated: h2 (HTTP/2 over TLS), h1 (HTTP/1.1 in
     /// the clear) with the built-in loader; chromium (headless Chromium,
-    /// HTTP/2) and chromium-h1 (headless Chromium with HTTP/2 off: HTTP/1.1
-    /// over TLS, six connections per host), their load time only
-    /// [default: h2,h1].
+    /// HTTP/2), chromium-h1 (headless Chromium with HTTP/2 off: HTTP/1.1
+    /// over TLS, six connections per host) and chromium-http (headless
+    /// Chromium over http://: HTTP/1.1 in the clear, generated pages only),
+    /// their load time only [default: h2,h1].
     #[arg(long = "type", value_delimiter = ',')]
     types: Vec<String>,
     /// Loads per page, type and control [default: 11].

@@ -861,13 +861,18 @@ pub const CHROMIUM: &str = "chromium";
 /// The page type that loads in headless Chromium with HTTP/2 turned off:
 /// HTTP/1.1 over TLS, six connections per host, as Chromium opens them.
 pub const CHROMIUM_H1: &str = "chromium-h1";
+/// The page type that loads in headless Chromium over `http://`: HTTP/1.1
+/// in the clear, as seed 002's unencrypted pages were (generated pages
+/// only; recordings keep their schemes).
+pub const CHROMIUM_HTTP: &str = "chromium-http";
 
-/// The flags a Chromium page type starts the browser with; `None` for the
-/// loader's types.
-fn chromium_flags(name: &str) -> Option<&'static [&'static str]> {
+/// How a Chromium page type starts the browser: its flags, and whether it
+/// loads the page in the clear. `None` for the loader's types.
+fn chromium_type(name: &str) -> Option<(&'static [&'static str], bool)> {
     match name {
-        CHROMIUM => Some(crate::chromium::protocol_flags(Protocol::H2)),
-        CHROMIUM_H1 => Some(crate::chromium::protocol_flags(Protocol::H1)),
+        CHROMIUM => Some((crate::chromium::protocol_flags(Protocol::H2), false)),
+        CHROMIUM_H1 => Some((crate::chromium::protocol_flags(Protocol::H1), false)),
+        CHROMIUM_HTTP => Some((&[], true)),
         _ => None,
     }
 }
@@ -902,17 +907,17 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<LabReport, Exp
         })
         .collect::<Result<Vec<_>, ExperimentError>>()?;
     for p in &config.protocols {
-        if protocol_of(p).is_none() && chromium_flags(p).is_none() {
+        if protocol_of(p).is_none() && chromium_type(p).is_none() {
             return Err(ExperimentError::Config {
                 field: "--type",
                 message: format!(
                     "{p}: give h2 (HTTP/2 over TLS), h1 (HTTP/1.1 in the clear), \
-                     {CHROMIUM} or {CHROMIUM_H1}"
+                     {CHROMIUM}, {CHROMIUM_H1} or {CHROMIUM_HTTP}"
                 ),
             });
         }
     }
-    if config.protocols.iter().any(|p| chromium_flags(p).is_some()) && !config.chromium.exists() {
+    if config.protocols.iter().any(|p| chromium_type(p).is_some()) && !config.chromium.exists() {
         return Err(ExperimentError::Config {
             field: "--chromium",
             message: format!(
@@ -922,6 +927,18 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<LabReport, Exp
         });
     }
     let corpus = config.corpus.load()?;
+    if config.protocols.iter().any(|p| p == CHROMIUM_HTTP)
+        && !matches!(corpus.provenance, mewa_corpus::Provenance::Generated { .. })
+    {
+        return Err(ExperimentError::Config {
+            field: "--type",
+            message: format!(
+                "{CHROMIUM_HTTP}: recorded pages keep their recorded schemes and cannot be \
+                 loaded in the clear; use it with generated pages (meh15, general), or \
+                 {CHROMIUM_H1} for HTTP/1.1 over TLS"
+            ),
+        });
+    }
     let origin = config.origin.settings()?;
     needs_root()?;
     let mut ccs = config.ccs.clone();
@@ -998,7 +1015,8 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<LabReport, Exp
                                 page,
                                 &Browser {
                                     binary: &config.chromium,
-                                    flags: chromium_flags(proto).unwrap_or_default(),
+                                    flags: chromium_type(proto).map_or(&[], |t| t.0),
+                                    clear_text: chromium_type(proto).is_some_and(|t| t.1),
                                 },
                                 &origin.ca_dir,
                                 &work,
@@ -1164,7 +1182,7 @@ fn cell<'a>(runs: &'a [PageRun], setting: &str, protocol: &str, cc: &str) -> Vec
 /// type, page by page: the net transfer time, or for Chromium (which gives
 /// the load time only) the load time.
 fn against_cubic(runs: &[PageRun], setting: &str, protocol: &str, cc: &str) -> Compared {
-    let key: fn(&PageRun) -> Option<f64> = if chromium_flags(protocol).is_some() {
+    let key: fn(&PageRun) -> Option<f64> = if chromium_type(protocol).is_some() {
         |r| r.plt_s
     } else {
         |r| r.net_transfer_s
@@ -1325,7 +1343,7 @@ pub fn pages_report(
     let loader_types: Vec<&String> = config
         .protocols
         .iter()
-        .filter(|p| chromium_flags(p).is_none())
+        .filter(|p| chromium_type(p).is_none())
         .collect();
     let loader_types = &loader_types;
     // Figs. 7, 8: idle share and effective concurrency, quartiles and CDFs.
@@ -1639,6 +1657,7 @@ fn type_name(p: &str) -> &'static str {
         "h1" => "unencrypted (h1)",
         CHROMIUM => "Chromium, h2 (load time)",
         CHROMIUM_H1 => "Chromium, h1 over TLS (load time)",
+        CHROMIUM_HTTP => "Chromium, h1 in the clear (load time)",
         _ => "other",
     }
 }
@@ -1803,10 +1822,14 @@ mod tests {
     }
 
     #[test]
-    fn both_chromium_types_compare_load_times_and_h1_turns_http2_off() {
-        assert_eq!(chromium_flags(CHROMIUM), Some(&[][..]));
-        assert_eq!(chromium_flags(CHROMIUM_H1), Some(&["--disable-http2"][..]));
-        assert_eq!(chromium_flags("h1"), None);
+    fn chromium_types_compare_load_times_and_choose_protocol_and_scheme() {
+        assert_eq!(chromium_type(CHROMIUM), Some((&[][..], false)));
+        assert_eq!(
+            chromium_type(CHROMIUM_H1),
+            Some((&["--disable-http2"][..], false))
+        );
+        assert_eq!(chromium_type(CHROMIUM_HTTP), Some((&[][..], true)));
+        assert_eq!(chromium_type("h1"), None);
         // Chromium gives a load time and no net transfer time.
         let run = |protocol: &str, cc: &str, plt: f64| PageRun {
             protocol: protocol.into(),
