@@ -199,11 +199,12 @@ pub async fn handle(
 /// Most request body read (and dropped) before a refusal goes out.
 const DRAIN_BYTES: usize = 64 * 1024;
 
-/// Reads what the client sends with a request that is refused, up to
-/// [`DRAIN_BYTES`] or a second, before the refusal is sent: the client
-/// is not cut off mid-upload, and an HTTP/2 stream's frames are still
+/// Reads a body nobody will use, up to [`DRAIN_BYTES`] or a second. For
+/// a request that is refused, before the refusal is sent: the client is
+/// not cut off mid-upload, and an HTTP/2 stream's frames are still
 /// checked (a malformed trailer is a protocol error even on a refused
-/// request; RFC 9113 §8.1).
+/// request; RFC 9113 §8.1). For an origin's error that a stale copy
+/// replaces: its connection can then be reused.
 async fn drain(mut body: Incoming) {
     let read = async {
         let mut n = 0;
@@ -440,6 +441,9 @@ async fn serve(accel: Arc<Accel>, req: Request<Incoming>, route: Route) -> Respo
                 let now = SystemTime::now();
                 if failing && cache::stale_usable(stored.stale.if_error, &parts.headers, now) {
                     Metrics::inc(&accel.metrics.stale_if_error);
+                    if let Ok((_, rb)) = upstream {
+                        tokio::spawn(drain(rb));
+                    }
                     let res = stored.stale_response(now);
                     return serve_stored(stored, res);
                 }
@@ -590,8 +594,9 @@ async fn refresh(
     let url = &route.upstream_url;
     match revalidate(&accel, &route, &stored, &conditional).await {
         Revalidation::NotModified(..) => {}
-        Revalidation::Modified(rp, _) if is_server_error(rp.status) => {
+        Revalidation::Modified(rp, rb) if is_server_error(rp.status) => {
             tracing::warn!("accel: {url}: background revalidation: {}", rp.status);
+            tokio::spawn(drain(rb));
         }
         Revalidation::Modified(rp, rb) => {
             Metrics::inc(&accel.metrics.revalidated_changed);
