@@ -1010,13 +1010,14 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<LabReport, Exp
                         );
                         *mewa_model::sync::lock(&current) = cc.clone();
                         let Some((protocol, tls)) = loader else {
+                            let (flags, clear_text) = chromium_type(proto).unwrap_or((&[], false));
                             let a = with_chromium(
                                 &bed,
                                 page,
                                 &Browser {
                                     binary: &config.chromium,
-                                    flags: chromium_type(proto).map_or(&[], |t| t.0),
-                                    clear_text: chromium_type(proto).is_some_and(|t| t.1),
+                                    flags,
+                                    clear_text,
                                 },
                                 &origin.ca_dir,
                                 &work,
