@@ -29,8 +29,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use clap::Args;
-use mewa_lab::metrics::median;
-use mewa_lab::report::Table;
+use mewa_report::median;
+use mewa_report::Table;
 use serde::Serialize;
 
 use crate::origin::{

@@ -46,7 +46,7 @@ use mewa_hint::page::{synthetic_page, PageMeta};
 use serde::Serialize;
 
 use crate::util::{clk_tck, find_program, proc_ticks, TempDir};
-use mewa_lab::report::Table;
+use mewa_report::Table;
 
 /// `mewa bench edge` options.
 #[derive(Debug, Args)]
@@ -477,7 +477,7 @@ pub fn run(b: EdgeBench) -> crate::Result<()> {
             all[i].push(s);
         }
     }
-    let median_of = |v: Option<Vec<f64>>| v.and_then(|v| mewa_lab::metrics::median(&v));
+    let median_of = |v: Option<Vec<f64>>| v.and_then(|v| mewa_report::median(&v));
     for ((server, mode, port, opt, _), runs) in cases.iter().zip(all) {
         let q: Vec<f64> = runs.iter().map(|r| r.qps).collect();
         let lost = runs.iter().map(|r| r.lost).fold(0.0, f64::max);
@@ -486,7 +486,7 @@ pub fn run(b: EdgeBench) -> crate::Result<()> {
         rows.push(Row {
             server,
             mode,
-            qps_median: mewa_lab::metrics::median(&q).unwrap_or(0.0),
+            qps_median: mewa_report::median(&q).unwrap_or(0.0),
             qps_runs,
             lost_share: lost,
             p50_us: Some(p50),

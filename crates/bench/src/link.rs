@@ -24,7 +24,7 @@ use mewa_link::core::{parse_duration, LinkConfig};
 use mewa_link::runtime::{self, CpuClock, LinkOptions, Topology};
 use serde::Serialize;
 
-use mewa_lab::report::Table;
+use mewa_report::Table;
 
 /// TCP payload of a 1500-byte IPv4 packet with timestamps (1500 − 20 − 32).
 const MSS: f64 = 1448.0;

@@ -46,11 +46,11 @@ use crate::util::{clk_tck, find_program, proc_ticks, TempDir};
 use crate::{bail, Context};
 use clap::Args;
 use mewa_corpus::{Corpus, Discovery, Object, Page, Provenance, Scheme};
-use mewa_lab::metrics::median;
 use mewa_link::core::parse_duration;
+use mewa_report::median;
 use serde::Serialize;
 
-use mewa_lab::report::Table;
+use mewa_report::Table;
 
 /// The one virtual host of the bench corpus.
 pub(crate) const HOST: &str = "www.bench-origin.example";

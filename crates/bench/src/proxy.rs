@@ -28,7 +28,7 @@ use mewa_edge::server::{bind_dns, serve, EdgeDns};
 use mewa_origin::{HttpOptions, Origin, OriginConfig, TcpOptions};
 use tokio::net::{TcpListener, TcpStream};
 
-use mewa_lab::report::Table;
+use mewa_report::Table;
 
 #[derive(Debug, Args)]
 /// `mewa bench proxy`'s settings.

@@ -53,14 +53,14 @@ use serde::{Deserialize, Serialize};
 use crate::bed::{link_of, Bed, NsServer, OriginSettings, EDGE};
 use crate::experiment::{
     at_least_one, ca_dir_or_default, needs_root, CorpusChoice, ExperimentError, Progress,
-    ResultFolder,
 };
-use crate::fld::{LabReport, Plot, Section};
 use crate::loader::LoadOptions;
-use crate::metrics::median;
 use crate::record::Protocol;
-use crate::report::plot::{Mark, Series};
-use crate::report::Table;
+use mewa_report::median;
+use mewa_report::plot::{Mark, Series};
+use mewa_report::ResultFolder;
+use mewa_report::Table;
+use mewa_report::{Plot, Section, SectionReport};
 
 /// HTTP/1.1 in clear.
 pub const H1: &str = "h1";
@@ -580,7 +580,7 @@ fn start_both_dns(
 }
 
 /// Runs the experiment.
-pub fn run(config: &AccelLabConfig, progress: &Progress) -> Result<LabReport, ExperimentError> {
+pub fn run(config: &AccelLabConfig, progress: &Progress) -> Result<SectionReport, ExperimentError> {
     check(config)?;
     let corpus = match &config.corpus {
         Some(c) => c.load()?,
@@ -588,7 +588,7 @@ pub fn run(config: &AccelLabConfig, progress: &Progress) -> Result<LabReport, Ex
     };
     let ca_dir = ca_dir_or_default(&config.ca_dir)?;
     needs_root()?;
-    let folder = ResultFolder::create(&config.out, "accel", config)?;
+    let folder = ResultFolder::create(&config.out, "accel", "mewa lab accel", config)?;
     let work = folder.path().join("work");
     std::fs::create_dir_all(&work).map_err(|e| ExperimentError::Input {
         path: work.clone(),
@@ -916,7 +916,7 @@ pub fn report(
     config: &AccelLabConfig,
     runs: Vec<AccelRun>,
     folder: Option<ResultFolder>,
-) -> LabReport {
+) -> SectionReport {
     let mut sections = Vec::new();
     let mut plots = Vec::new();
     let tools: Vec<&str> = [CHROMIUM, LOADER]
@@ -1093,7 +1093,7 @@ pub fn report(
             sections.push(section);
         }
     }
-    LabReport {
+    SectionReport {
         name: "accel",
         sections,
         plots,
@@ -1174,8 +1174,8 @@ fn per_page(runs: &[AccelRun], tool: &str, variants: &[&str]) -> Option<Section>
 }
 
 /// The report of an earlier run, from its result folder (`runs.jsonl`).
-pub fn report_again(dir: &Path) -> Result<LabReport, ExperimentError> {
-    let config: AccelLabConfig = crate::experiment::read_config(&dir.join("config.json"))?;
+pub fn report_again(dir: &Path) -> Result<SectionReport, ExperimentError> {
+    let config: AccelLabConfig = mewa_report::read_config(&dir.join("config.json"))?;
     let text = std::fs::read_to_string(dir.join(JOURNAL)).map_err(|e| ExperimentError::Input {
         path: dir.join(JOURNAL),
         message: e.to_string(),
@@ -1406,7 +1406,7 @@ mod tests {
             }
         }
         let r = report(&AccelLabConfig::default(), runs, None);
-        let text = crate::report::Report::text(&r);
+        let text = mewa_report::Report::text(&r);
         assert!(
             text.contains("-36.5 %") || text.contains("-36.6 %"),
             "{text}"

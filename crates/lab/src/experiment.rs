@@ -4,23 +4,21 @@
 //!
 //! An experiment is a `Config` (serde, its `Default` the CLI's defaults), a
 //! `run(&Config, &Progress) -> Result<Report, ExperimentError>`, and a
-//! report implementing [`crate::report::Report`]. A run that writes results
-//! makes its [`ResultFolder`] first, with `config.json` and `meta.json`
+//! report implementing [`mewa_report::Report`]. A run that writes results
+//! makes its [`mewa_report::ResultFolder`] first, with `config.json` and `meta.json`
 //! inside, so that even a run that fails half-way leaves what it was asked
 //! to do, and any figure can be re-run with
 //! `mewa lab <experiment> --config FOLDER/config.json`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use mewa_corpus::{generate, Corpus, Preset};
 use mewa_link::core::trace::DeliveryTrace;
 use serde::{Deserialize, Serialize};
 
 use crate::bed::{BedError, OriginSettings};
-use crate::har::rfc3339_ms;
-use crate::report::{to_json, write_file, ReportError};
+use mewa_report::ReportError;
 
 /// Why an experiment could not run or finish.
 #[derive(Debug, thiserror::Error)]
@@ -391,142 +389,6 @@ impl std::fmt::Debug for Progress {
     }
 }
 
-/// What produced a result folder, written as `meta.json`: enough to tell
-/// two runs' machines and builds apart and to re-run the figure.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Provenance {
-    /// The experiment (`baseline`, `load`, `meh`, …).
-    pub experiment: String,
-    /// `mewa`'s version.
-    pub mewa_version: String,
-    /// The git commit the binary was built from (`unknown` outside a
-    /// checkout).
-    pub git_commit: String,
-    /// The running kernel's release (`/proc/sys/kernel/osrelease`).
-    pub kernel: String,
-    /// CPUs available to this process.
-    pub cpus: usize,
-    /// When the run started, RFC 3339 UTC.
-    pub started: String,
-    /// How to run it again.
-    pub rerun: String,
-}
-
-impl Provenance {
-    /// This build and machine, now.
-    pub fn now(experiment: &str, dir: &Path) -> Provenance {
-        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|_| "unknown".into());
-        Provenance {
-            experiment: experiment.to_string(),
-            mewa_version: env!("CARGO_PKG_VERSION").to_string(),
-            git_commit: option_env!("MEWA_GIT_COMMIT")
-                .filter(|c| !c.is_empty())
-                .unwrap_or("unknown")
-                .to_string(),
-            kernel,
-            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            started: rfc3339_ms(unix_ms()),
-            rerun: format!(
-                "mewa lab {experiment} --config {}",
-                dir.join("config.json").display()
-            ),
-        }
-    }
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// `YYYYMMDD-HHMMSS` (UTC), for folder names.
-pub fn stamp() -> String {
-    // 2026-11-22T10:11:12.345Z → 20261122-101112
-    rfc3339_ms(unix_ms())
-        .chars()
-        .filter(|c| c.is_ascii_digit() || *c == 'T')
-        .take(15)
-        .collect::<String>()
-        .replace('T', "-")
-}
-
-/// A run's result folder, `OUT/<experiment>-<stamp>`, holding the
-/// configuration and provenance from the moment the run starts.
-#[derive(Debug, Clone)]
-pub struct ResultFolder {
-    path: PathBuf,
-    provenance: Provenance,
-}
-
-impl ResultFolder {
-    /// Creates `out/<experiment>-<stamp>` (with a numeric suffix if two
-    /// runs start in the same second) and writes `config.json` and
-    /// `meta.json` into it.
-    pub fn create<C: Serialize>(
-        out: &Path,
-        experiment: &str,
-        config: &C,
-    ) -> Result<ResultFolder, ReportError> {
-        let base = format!("{experiment}-{}", stamp());
-        let mut path = out.join(&base);
-        let mut k = 1;
-        while path.exists() {
-            k += 1;
-            path = out.join(format!("{base}-{k}"));
-        }
-        std::fs::create_dir_all(&path).map_err(|source| ReportError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        let provenance = Provenance::now(experiment, &path);
-        write_file(
-            &path.join("config.json"),
-            &to_json("the configuration", config)?,
-        )?;
-        write_file(
-            &path.join("meta.json"),
-            &to_json("the provenance", &provenance)?,
-        )?;
-        Ok(ResultFolder { path, provenance })
-    }
-
-    /// An existing result folder (its `meta.json` read back), to write its
-    /// report again from its `result.json`.
-    pub fn existing(path: &Path) -> Result<ResultFolder, ExperimentError> {
-        let provenance = read_config(&path.join("meta.json"))?;
-        Ok(ResultFolder {
-            path: path.to_path_buf(),
-            provenance,
-        })
-    }
-
-    /// The folder.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// What produced it.
-    pub fn provenance(&self) -> &Provenance {
-        &self.provenance
-    }
-}
-
-/// Reads an experiment's configuration back from a result folder's
-/// `config.json` (or any file of that form).
-pub fn read_config<C: serde::de::DeserializeOwned>(path: &Path) -> Result<C, ExperimentError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ExperimentError::Input {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    serde_json::from_str(&text).map_err(|e| ExperimentError::Input {
-        path: path.to_path_buf(),
-        message: format!("not this experiment's configuration: {e}"),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -563,33 +425,6 @@ mod tests {
         .expect_err("not a corpus");
         assert!(matches!(e, ExperimentError::Corpus { .. }), "{e}");
         let _ = std::fs::remove_file(&bad);
-    }
-
-    #[test]
-    fn stamp_is_a_folder_name() {
-        let s = stamp();
-        assert_eq!(s.len(), 15, "{s}");
-        assert_eq!(&s[8..9], "-");
-        assert!(s.chars().all(|c| c.is_ascii_digit() || c == '-'));
-    }
-
-    #[test]
-    fn result_folder_holds_config_and_provenance() {
-        let out = std::env::temp_dir().join(format!("mewa-rf-{}", std::process::id()));
-        let cfg = CorpusChoice {
-            path: None,
-            pages: vec!["622".into()],
-        };
-        let a = ResultFolder::create(&out, "probe", &cfg).expect("create");
-        let b = ResultFolder::create(&out, "probe", &cfg).expect("create twice");
-        assert_ne!(a.path(), b.path(), "two runs in one second share a folder");
-        let back: CorpusChoice = read_config(&a.path().join("config.json")).expect("read back");
-        assert_eq!(back, cfg);
-        let meta: Provenance = read_config(&a.path().join("meta.json")).expect("meta");
-        assert_eq!(meta.experiment, "probe");
-        assert!(meta.cpus >= 1);
-        assert!(meta.rerun.contains("--config"), "{}", meta.rerun);
-        let _ = std::fs::remove_dir_all(&out);
     }
 
     #[test]

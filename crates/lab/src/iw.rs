@@ -33,15 +33,15 @@ use crate::bed::{set_tcp_rmem, Bed, OriginSettings, CLIENT, SERVER};
 use crate::bulk::fixed_link;
 use crate::experiment::{
     at_least_one, ca_dir_or_default, needs_root, CorpusChoice, ExperimentError, Progress,
-    ResultFolder,
 };
 use crate::fld::{check_controls, queue_bytes, TcpCounters};
-use crate::fld::{quantile, LabReport, Plot, Section};
 use crate::loader::{IwAsk, LoadOptions};
-use crate::metrics::median;
 use crate::record::{LoadRecord, Protocol};
-use crate::report::plot::{Mark, Series};
-use crate::report::Table;
+use mewa_report::median;
+use mewa_report::plot::{Mark, Series};
+use mewa_report::ResultFolder;
+use mewa_report::Table;
+use mewa_report::{quantile, Plot, Section, SectionReport};
 
 /// The file each load is appended to as it ends (JSON lines, without the
 /// link's figures, which are read once a bed is torn down).
@@ -230,7 +230,7 @@ struct Pending {
 }
 
 /// Runs the grid.
-pub fn run(config: &IwConfig, progress: &Progress) -> Result<LabReport, ExperimentError> {
+pub fn run(config: &IwConfig, progress: &Progress) -> Result<SectionReport, ExperimentError> {
     at_least_one("--runs", config.runs)?;
     at_least_one("--wired-rtt", config.wired_rtts_ms.len())?;
     at_least_one("--transport", config.protocols.len())?;
@@ -261,7 +261,7 @@ pub fn run(config: &IwConfig, progress: &Progress) -> Result<LabReport, Experime
     let ca_dir = ca_dir_or_default(&config.ca_dir)?;
     needs_root()?;
     check_controls(&[mewa_origin::IwPolicy::default().tcp_control])?;
-    let folder = ResultFolder::create(&config.out, "iw", config)?;
+    let folder = ResultFolder::create(&config.out, "iw", "mewa lab iw", config)?;
     let total = config.wired_rtts_ms.len()
         * config.runs
         * corpus.pages.len()
@@ -522,7 +522,7 @@ pub fn estimated_share(page_bytes: u64, computation_ms: u64, rtt_ms: u64) -> f64
 }
 
 /// Builds the report from the runs (also from a result folder's JSON).
-pub fn report(config: &IwConfig, runs: Vec<IwRun>, folder: Option<ResultFolder>) -> LabReport {
+pub fn report(config: &IwConfig, runs: Vec<IwRun>, folder: Option<ResultFolder>) -> SectionReport {
     // Per point and arm, the completion times.
     let mut times: BTreeMap<(Point, String), Vec<f64>> = BTreeMap::new();
     let mut facts: BTreeMap<Point, (u64, u64)> = BTreeMap::new();
@@ -794,7 +794,7 @@ pub fn report(config: &IwConfig, runs: Vec<IwRun>, folder: Option<ResultFolder>)
             note: String::new(),
         },
     ];
-    LabReport {
+    SectionReport {
         name: "iw",
         sections,
         plots,
@@ -807,8 +807,8 @@ pub fn report(config: &IwConfig, runs: Vec<IwRun>, folder: Option<ResultFolder>)
 /// The report of an earlier run, from its folder's `config.json` and
 /// `result.json`, or, for a run that stopped half-way, the loads in its
 /// `runs.jsonl` (without the link's drops and queueing delay).
-pub fn report_again(dir: &std::path::Path) -> Result<LabReport, ExperimentError> {
-    let config: IwConfig = crate::experiment::read_config(&dir.join("config.json"))?;
+pub fn report_again(dir: &std::path::Path) -> Result<SectionReport, ExperimentError> {
+    let config: IwConfig = mewa_report::read_config(&dir.join("config.json"))?;
     let input = |path: &std::path::Path, message: String| ExperimentError::Input {
         path: path.to_path_buf(),
         message,
@@ -901,7 +901,7 @@ mod tests {
             run(FIXED, "p", 485, 1.12, Some(100)),
         ];
         let r = report(&IwConfig::default(), runs, None);
-        let text = crate::report::Report::text(&r);
+        let text = mewa_report::Report::text(&r);
         // (1.40 − 1.00)/1.40 = 28.6 %; throughput 1.40/1.00 − 1 = 40 %.
         assert!(text.contains("28.6"), "{text}");
         assert!(text.contains("40.0"), "{text}");

@@ -17,9 +17,8 @@
 //! - [`baseline`]: the first experiment — measured load times over one
 //!   HTTP/2 connection beside seed 000's T_HTTP model.
 //! - [`experiment`]: what every experiment shares — the corpus choice,
-//!   progress, and the result folder with `config.json` and `meta.json`.
-//! - [`report`]: tables (text, Markdown, CSV), SVG plots, and the
-//!   [`report::Report`] trait that writes a result folder.
+//!   the origin choice, traces and progress; its result folder and report
+//!   are `mewa_report`'s.
 //! - [`replay`]: whether a corpus (recorded pages above all) replays:
 //!   every object arrives, with the loader and with Chromium.
 //! - [`parity`]: the loader against Chromium without hints, the check
@@ -58,7 +57,6 @@ pub mod metrics;
 pub mod parity;
 pub mod record;
 pub mod replay;
-pub mod report;
 pub mod repro;
 pub mod retrans;
 pub mod tcpinfo;

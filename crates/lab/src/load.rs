@@ -13,13 +13,14 @@ use serde::{Deserialize, Serialize};
 use crate::baseline;
 use crate::bed::Bed;
 use crate::experiment::{
-    needs_root, rtt_in_range, CorpusChoice, ExperimentError, OriginChoice, Progress, ResultFolder,
+    needs_root, rtt_in_range, CorpusChoice, ExperimentError, OriginChoice, Progress,
 };
 use crate::har::to_har;
 use crate::loader::{self, LoadOptions};
 use crate::metrics::{bytes_per_rtt_bin, max_bytes_per_bin, PageMetrics};
 use crate::record::{LoadRecord, Protocol};
-use crate::report::{opt, to_json, write_file, Report, ReportError, Table};
+use mewa_report::ResultFolder;
+use mewa_report::{opt, to_json, write_file, Report, ReportError, Table};
 
 /// How objects are spread over n HTTP/2 or HTTP/3 connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,7 +154,7 @@ pub fn run(config: &Config, progress: &Progress) -> Result<LoadReport, Experimen
     let origin = config.origin.settings()?;
     needs_root()?;
     let folder = match &config.out {
-        Some(out) => Some(ResultFolder::create(out, "load", config)?),
+        Some(out) => Some(ResultFolder::create(out, "load", "mewa lab load", config)?),
         None => None,
     };
     let bed = Bed::start(

@@ -21,6 +21,7 @@
 
 use std::collections::BTreeMap;
 
+use mewa_report::{mean, median};
 use serde::{Deserialize, Serialize};
 
 use crate::record::{ConnectionTiming, LoadRecord, ObjectTiming, Protocol};
@@ -289,24 +290,6 @@ fn connection_duration_us(c: &ConnectionTiming, last_data: Option<u64>) -> Optio
         .map(|end| end.saturating_sub(c.open_us))
 }
 
-/// Mean of `values`; `None` when empty.
-pub fn mean(values: &[f64]) -> Option<f64> {
-    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
-}
-
-/// Median of `values` (mean of the two middle values for an even count);
-/// `None` when empty.
-pub fn median(values: &[f64]) -> Option<f64> {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-    }
-}
-
 /// Bytes per round trip of the first object on each connection, in order
 /// of connection id. Bin `k` holds the bytes of the chunks with
 /// `⌊(t_us − request_us) / rtt⌋ = k` (a chunk before the request counts in
@@ -408,15 +391,6 @@ pub fn page_metrics(record: &LoadRecord) -> PageMetrics {
 
 #[cfg(test)]
 pub(crate) mod tests {
-
-    #[test]
-    fn median_and_mean_of_small_sets() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(&[4.0, 1.0]), Some(2.5));
-        assert_eq!(median(&[]), None);
-        assert_eq!(mean(&[1.0, 2.0]), Some(1.5));
-        assert_eq!(mean(&[]), None);
-    }
 
     use super::*;
     use crate::record::Chunk;

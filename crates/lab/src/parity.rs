@@ -21,11 +21,12 @@ use serde::{Deserialize, Serialize};
 use crate::bed::{link_of, Bed};
 use crate::experiment::{
     at_least_one, needs_root, read_traces, rtt_in_range, CorpusChoice, ExperimentError,
-    OriginChoice, Progress, ResultFolder,
+    OriginChoice, Progress,
 };
 use crate::replay::{with_chromium, with_loader, Arrival};
-use crate::report::{draw, opt, to_json, Chart, Mark, Report, ReportError, Series, Table};
 use mewa_link::core::RateSpec;
+use mewa_report::ResultFolder;
+use mewa_report::{draw, opt, to_json, Chart, Mark, Report, ReportError, Series, Table};
 
 /// `mewa lab parity`'s settings; `Default` is what the CLI shows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,9 +83,9 @@ pub struct ParityPage {
     pub chromium: Vec<Arrival>,
 }
 
-/// Median of the known values ([`crate::metrics::median`]).
+/// Median of the known values ([`mewa_report::median`]).
 fn median(v: impl Iterator<Item = Option<f64>>) -> Option<f64> {
-    crate::metrics::median(&v.flatten().collect::<Vec<f64>>())
+    mewa_report::median(&v.flatten().collect::<Vec<f64>>())
 }
 
 impl ParityPage {
@@ -188,7 +189,12 @@ pub fn run(config: &Config, progress: &Progress) -> Result<ParityReport, Experim
     };
     needs_root()?;
     let folder = match &config.out {
-        Some(out) => Some(ResultFolder::create(out, "parity", config)?),
+        Some(out) => Some(ResultFolder::create(
+            out,
+            "parity",
+            "mewa lab parity",
+            config,
+        )?),
         None => None,
     };
     let bed = Bed::start(

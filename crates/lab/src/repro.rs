@@ -12,7 +12,7 @@ use mewa_model::repro::{self, FldRow, IdleCell, IwCurve, Table1Cell};
 use mewa_model::ModelError;
 use serde::Serialize;
 
-use crate::report::{draw, pct, Chart, Mark, ReportError, Series, Table};
+use mewa_report::{draw, pct, Chart, Mark, ReportError, Series, Table};
 
 /// One reproduced table or figure.
 #[derive(Debug)]

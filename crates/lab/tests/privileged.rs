@@ -133,9 +133,10 @@ fn meh_experiment_runs_client_edge_origin() {
     if skip("meh_experiment_runs_client_edge_origin") {
         return;
     }
-    use mewa_lab::experiment::{read_config, CorpusChoice, OriginChoice};
+    use mewa_lab::experiment::{CorpusChoice, OriginChoice};
     use mewa_lab::meh;
-    use mewa_lab::report::Report;
+    use mewa_report::read_config;
+    use mewa_report::Report;
     let dir = ca_dir("meh");
     std::fs::create_dir_all(&dir).unwrap();
     let chromium = std::path::PathBuf::from("/usr/bin/chromium");

@@ -510,19 +510,19 @@ fn stats(dir: &Path, args: &ContextArgs, out: &OutputArgs) -> anyhow::Result<()>
                 .map(|(i, &x)| (x, 100.0 * (i + 1) as f64 / v.len() as f64))
                 .collect()
         };
-        let series = vec![mewa_lab::report::Series {
+        let series = vec![mewa_report::Series {
             name: "full-form hint size".into(),
             points: cdf(&full),
-            mark: mewa_lab::report::Mark::Line,
+            mark: mewa_report::Mark::Line,
             colour: 0,
         }];
-        let chart = mewa_lab::report::Chart {
+        let chart = mewa_report::Chart {
             title: "Hint size over real page recordings (CDF)",
             x_label: "hint bytes",
             y_label: "pages (%)",
             log_y: false,
         };
-        mewa_lab::report::draw(p, &chart, &series)?;
+        mewa_report::draw(p, &chart, &series)?;
         eprintln!("wrote {}", p.display());
     }
     Ok(())

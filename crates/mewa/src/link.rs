@@ -144,7 +144,7 @@ pub fn run(cmd: LinkCmd) -> anyhow::Result<ExitCode> {
     match cmd.sub {
         Some(LinkSub::Plot { log, out }) => {
             let out = out.unwrap_or_else(|| log.with_extension("svg"));
-            print!("{}", mewa_lab::report::linklog::plot_log(&log, &out)?);
+            print!("{}", mewa_report::linklog::plot_log(&log, &out)?);
             eprintln!("wrote {}", out.display());
             Ok(ExitCode::SUCCESS)
         }

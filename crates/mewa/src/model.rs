@@ -168,7 +168,7 @@ fn show<T: serde::Serialize>(f: &Figure<T>, out: &OutputArgs) -> anyhow::Result<
 fn all(dir: &std::path::Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
-    let write = |name: &str, table: &mewa_lab::report::Table| -> anyhow::Result<()> {
+    let write = |name: &str, table: &mewa_report::Table| -> anyhow::Result<()> {
         let path = dir.join(name);
         std::fs::write(&path, table.to_csv())
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))

@@ -1,8 +1,8 @@
 //! The output switches of every table-printing verb (the tables
-//! themselves are `mewa_lab::report::Table`).
+//! themselves are `mewa_report::Table`).
 
 use clap::Args;
-pub use mewa_lab::report::Table;
+pub use mewa_report::Table;
 
 /// Output switches every table-printing verb takes.
 #[derive(Debug, Clone, Args)]

@@ -29,11 +29,12 @@ use serde::{Deserialize, Serialize};
 use crate::bed::{link_of, Bed, BedError, OriginSettings};
 use crate::experiment::{
     at_least_one, needs_root, rtt_in_range, CorpusChoice, ExperimentError, OriginChoice, Progress,
-    ResultFolder,
 };
 use crate::loader::LoadOptions;
-use crate::metrics::{median, PageMetrics};
+use crate::metrics::PageMetrics;
 use crate::record::{LoadRecord, Protocol};
+use mewa_report::median;
+use mewa_report::ResultFolder;
 
 pub use report::BaselineReport;
 
@@ -98,7 +99,7 @@ pub fn run(config: &Config, progress: &Progress) -> Result<BaselineReport, Exper
         ..Setup::seed000(origin.ca_dir)
     };
     needs_root()?;
-    let folder = ResultFolder::create(&config.out, "baseline", config)?;
+    let folder = ResultFolder::create(&config.out, "baseline", "mewa lab baseline", config)?;
     let result = run_setup(&corpus, &setup, progress)?;
     Ok(BaselineReport::new(config.clone(), &corpus, result, folder))
 }
@@ -370,8 +371,8 @@ fn summary(rtt_ms: u64, cells: &[Cell]) -> RttSummary {
         pages: printed.len(),
         mdape_printed_pct: pct(median(&printed)),
         mdape_rounds_pct: pct(median(&rounds)),
-        mape_printed_pct: pct(crate::metrics::mean(&printed)),
-        mape_rounds_pct: pct(crate::metrics::mean(&rounds)),
+        mape_printed_pct: pct(mewa_report::mean(&printed)),
+        mape_rounds_pct: pct(mewa_report::mean(&rounds)),
         median_ratio_printed: median(&ratio),
     }
 }

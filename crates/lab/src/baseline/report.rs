@@ -8,11 +8,9 @@ use std::path::{Path, PathBuf};
 use mewa_corpus::Corpus;
 
 use super::{BaselineResult, Config, RttSummary};
-use crate::experiment::ResultFolder;
 use crate::har::to_har;
-use crate::report::{
-    self, opt, to_json, write_file, Chart, Mark, Report, ReportError, Series, Table,
-};
+use mewa_report::ResultFolder;
+use mewa_report::{opt, to_json, write_file, Chart, Mark, Report, ReportError, Series, Table};
 
 /// What `mewa lab baseline` measured, with the configuration that
 /// produced it.
@@ -92,7 +90,7 @@ impl Report for BaselineReport {
             mark: Mark::Line,
             colour: 9,
         });
-        report::draw(
+        mewa_report::draw(
             &scatter,
             &Chart {
                 title: "Page load time over one HTTP/2 connection: measured vs seed 000 T_HTTP",
@@ -113,7 +111,7 @@ impl Report for BaselineReport {
             *self.result.config.rtts_ms.iter().min().unwrap_or(&0) as f64,
             *self.result.config.rtts_ms.iter().max().unwrap_or(&0) as f64,
         );
-        report::draw(
+        mewa_report::draw(
             &per_rtt,
             &Chart {
                 title: "Model error per RTT (median absolute % error over pages)",

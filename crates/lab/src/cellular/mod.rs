@@ -64,12 +64,12 @@ use crate::bed::{set_sysctl, Bed, BedError, OriginSettings, CLIENT, SERVER};
 use crate::chromium::{ChromiumSession, SessionProfile};
 use crate::experiment::{
     at_least_one, needs_root, read_traces, CorpusChoice, ExperimentError, OriginChoice, Progress,
-    ResultFolder,
 };
 use crate::loader::{LoadOptions, Session};
 use crate::record::Protocol;
 use crate::retrans::{self, Counts, Retransmission};
 use crate::tcpinfo::{self, Filter, RepairCounters, Sampler, SocketSeries};
+use mewa_report::ResultFolder;
 
 pub use report::{report, report_again};
 
@@ -554,7 +554,7 @@ fn flush_metrics(topo: &Topology) {
 pub fn run(
     config: &CellularConfig,
     progress: &Progress,
-) -> Result<crate::fld::LabReport, ExperimentError> {
+) -> Result<mewa_report::SectionReport, ExperimentError> {
     at_least_one("--loads", config.loads)?;
     at_least_one("--radio", config.radios.len())?;
     at_least_one("--network", config.networks.len())?;
@@ -622,7 +622,7 @@ pub fn run(
     } else {
         None
     };
-    let folder = ResultFolder::create(&config.out, "cellular", config)?;
+    let folder = ResultFolder::create(&config.out, "cellular", "mewa lab cellular", config)?;
     let pcaps = folder.path().join("pcap");
     // Chromium's profiles, one per session, removed after it.
     let work = folder.path().join("work");
@@ -1268,7 +1268,7 @@ fn cwnd_over(
             }
         }
     }
-    (crate::metrics::mean(&means), max)
+    (mewa_report::mean(&means), max)
 }
 
 #[cfg(test)]

@@ -7,12 +7,13 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{browser_label, CellRun, CellularConfig, LoadTrace};
-use crate::experiment::{ExperimentError, ResultFolder};
-use crate::fld::{LabReport, Plot, Section};
-use crate::metrics::{mean, median};
-use crate::report::plot::{Mark, Series};
-use crate::report::table::{opt, pct};
-use crate::report::Table;
+use crate::experiment::ExperimentError;
+use mewa_report::plot::{Mark, Series};
+use mewa_report::table::{opt, pct};
+use mewa_report::ResultFolder;
+use mewa_report::Table;
+use mewa_report::{mean, median};
+use mewa_report::{Plot, Section, SectionReport};
 
 /// Seed 003 Table 2, "Comparison of HTTP and SPDY with different TCP
 /// variants" (3G): per row, Reno HTTP, Reno SPDY, Cubic HTTP, Cubic SPDY.
@@ -35,9 +36,9 @@ struct CellularResult {
 }
 
 /// The report of an earlier run, from its result folder.
-pub fn report_again(dir: &Path) -> Result<LabReport, ExperimentError> {
-    let config: CellularConfig = crate::experiment::read_config(&dir.join("config.json"))?;
-    let result: CellularResult = crate::experiment::read_config(&dir.join("result.json"))?;
+pub fn report_again(dir: &Path) -> Result<SectionReport, ExperimentError> {
+    let config: CellularConfig = mewa_report::read_config(&dir.join("config.json"))?;
+    let result: CellularResult = mewa_report::read_config(&dir.join("result.json"))?;
     let folder = ResultFolder::existing(dir)?;
     Ok(report(&config, result.runs, result.traces, Some(folder)))
 }
@@ -136,7 +137,7 @@ pub fn report(
     runs: Vec<CellRun>,
     traces: Vec<LoadTrace>,
     folder: Option<ResultFolder>,
-) -> LabReport {
+) -> SectionReport {
     let mut sections = Vec::new();
     let browsers = browsers(config, &runs);
     let names = browsers
@@ -565,7 +566,7 @@ pub fn report(
         });
     }
 
-    LabReport {
+    SectionReport {
         name: "cellular",
         sections,
         plots,
@@ -626,7 +627,7 @@ mod tests {
     }
 
     /// The report's fix table.
-    fn fix_table(r: &LabReport) -> &Table {
+    fn fix_table(r: &SectionReport) -> &Table {
         &r.sections
             .iter()
             .find(|s| s.csv == "fix.csv")

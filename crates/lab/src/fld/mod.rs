@@ -15,8 +15,6 @@
 //!   FLD_TCP load by load, with seed 002's page metrics (Figs. 6–11) and its
 //!   connection-size study.
 
-mod report;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -31,17 +29,18 @@ use crate::bulk::{self as transfer, Setup as TransferSetup};
 use crate::cross::{jain, Cross, CrossLog, Flow, XRECV, XSEND};
 use crate::experiment::{
     at_least_one, needs_root, rtt_in_range, CorpusChoice, ExperimentError, OriginChoice, Progress,
-    ResultFolder,
 };
 use crate::loader::LoadOptions;
-use crate::metrics::{last_data_us, median, page_metrics};
+use crate::metrics::{last_data_us, page_metrics};
 use crate::record::{LoadRecord, ObjectTiming, Protocol};
 use crate::replay::{with_chromium, Browser};
-use crate::report::plot::{Mark, Series};
-use crate::report::table::{opt, pct};
-use crate::report::Table;
+use mewa_report::median;
+use mewa_report::plot::{Mark, Series};
+use mewa_report::table::{opt, pct};
+use mewa_report::ResultFolder;
+use mewa_report::Table;
 
-pub use report::{cdf, quantile, LabReport, Plot, Section};
+use mewa_report::{quantile, Plot, Section, SectionReport};
 
 /// The name sockets pick FLD_TCP by (`mewa cc load` registers it).
 pub const FLD: &str = "mewa_fld";
@@ -166,7 +165,7 @@ pub struct BulkRun {
 }
 
 /// Runs the bulk comparison.
-pub fn bulk(config: &BulkConfig, progress: &Progress) -> Result<LabReport, ExperimentError> {
+pub fn bulk(config: &BulkConfig, progress: &Progress) -> Result<SectionReport, ExperimentError> {
     at_least_one("--runs", config.runs)?;
     at_least_one("--size", config.sizes.len())?;
     at_least_one("--cc", config.ccs.len())?;
@@ -193,7 +192,7 @@ pub fn bulk(config: &BulkConfig, progress: &Progress) -> Result<LabReport, Exper
             });
         }
     }
-    let folder = ResultFolder::create(&config.out, "fld-bulk", config)?;
+    let folder = ResultFolder::create(&config.out, "fld-bulk", "mewa lab fld bulk", config)?;
     let logs = folder.path().join("links");
     let labels = bulk_labels(config);
     let total = config.runs * config.sizes.len() * labels.len();
@@ -253,7 +252,7 @@ pub fn bulk_report(
     config: &BulkConfig,
     runs: Vec<BulkRun>,
     folder: Option<ResultFolder>,
-) -> LabReport {
+) -> SectionReport {
     let mut t = Table::new(&[
         "size",
         "cc",
@@ -317,7 +316,7 @@ pub fn bulk_report(
             .queue_bytes
             .map_or_else(|| "unbounded".to_string(), |b| format!("{b} B"))
     );
-    LabReport {
+    SectionReport {
         name: "fld bulk",
         sections: vec![Section {
             title: "Bulk transfers: completion time per congestion control".into(),
@@ -386,7 +385,7 @@ pub struct FairnessRun {
 pub fn fairness(
     config: &FairnessConfig,
     progress: &Progress,
-) -> Result<LabReport, ExperimentError> {
+) -> Result<SectionReport, ExperimentError> {
     at_least_one("--against", config.against.len())?;
     rtt_in_range("--rtt", config.rtt_ms)?;
     if config.duration_s < 5 {
@@ -399,7 +398,8 @@ pub fn fairness(
     let mut all = config.against.clone();
     all.push(FLD.into());
     check_controls(&all)?;
-    let folder = ResultFolder::create(&config.out, "fld-fairness", config)?;
+    let folder =
+        ResultFolder::create(&config.out, "fld-fairness", "mewa lab fld fairness", config)?;
     let mut out = Vec::new();
     for (i, other) in config.against.iter().enumerate() {
         progress.step(i, config.against.len(), &format!("{FLD} against {other}"));
@@ -461,7 +461,7 @@ pub fn fairness_report(
     config: &FairnessConfig,
     runs: Vec<FairnessRun>,
     folder: Option<ResultFolder>,
-) -> LabReport {
+) -> SectionReport {
     let mut t = Table::new(&[
         "against",
         "FLD Mbit/s",
@@ -516,7 +516,7 @@ pub fn fairness_report(
         });
         extra.push((format!("fairness-{}.csv", r.against), r.log.to_csv()));
     }
-    LabReport {
+    SectionReport {
         name: "fld fairness",
         sections: vec![Section {
             title: "Fairness once FLD_TCP is past 2 MB".into(),
@@ -878,7 +878,7 @@ fn chromium_type(name: &str) -> Option<(&'static [&'static str], bool)> {
 }
 
 /// Loads every page with each control under each setting's cross traffic.
-pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<LabReport, ExperimentError> {
+pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<SectionReport, ExperimentError> {
     at_least_one("--loads", config.loads)?;
     at_least_one("--cc", config.ccs.len())?;
     at_least_one("--setting", config.settings.len())?;
@@ -944,7 +944,7 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<LabReport, Exp
     let mut ccs = config.ccs.clone();
     ccs.push("cubic".into());
     check_controls(&ccs)?;
-    let folder = ResultFolder::create(&config.out, "fld-pages", config)?;
+    let folder = ResultFolder::create(&config.out, "fld-pages", "mewa lab fld pages", config)?;
     // Chromium's profiles and NetLogs while a load runs.
     let work = std::env::temp_dir().join(format!("mewa-fld-{}", std::process::id()));
     std::fs::create_dir_all(&work).map_err(|e| ExperimentError::Input {
@@ -1159,9 +1159,9 @@ struct CrossEntry {
 /// Writes the report of the pages run in `dir` again from its
 /// `config.json` and `result.json` (after the report changed, or to read
 /// an old run with today's tables).
-pub fn pages_report_again(dir: &std::path::Path) -> Result<LabReport, ExperimentError> {
-    let config: PagesConfig = crate::experiment::read_config(&dir.join("config.json"))?;
-    let result: PagesResult = crate::experiment::read_config(&dir.join("result.json"))?;
+pub fn pages_report_again(dir: &std::path::Path) -> Result<SectionReport, ExperimentError> {
+    let config: PagesConfig = mewa_report::read_config(&dir.join("config.json"))?;
+    let result: PagesResult = mewa_report::read_config(&dir.join("result.json"))?;
     let folder = ResultFolder::existing(dir)?;
     let cross = result
         .cross
@@ -1268,7 +1268,7 @@ pub fn pages_report(
     runs: Vec<PageRun>,
     cross: Vec<(Setting, CrossLog)>,
     folder: Option<ResultFolder>,
-) -> LabReport {
+) -> SectionReport {
     let mut sections = Vec::new();
     let mut plots = Vec::new();
     let labels: Vec<String> = config.cells().into_iter().map(|c| c.2).collect();
@@ -1385,7 +1385,7 @@ pub fn pages_report(
                         opt(quantile(&v, 0.75), 3),
                         v.len().to_string(),
                     ]);
-                    series.push(report::cdf_series(cc, &v, i));
+                    series.push(mewa_report::cdf_series(cc, &v, i));
                 }
                 plots.push(Plot {
                     file: format!("{file}-{s}-{p}.svg"),
@@ -1442,7 +1442,7 @@ pub fn pages_report(
                     opt(quantile(&v, 0.9), 3),
                     v.len().to_string(),
                 ]);
-                series.push(report::cdf_series(cc, &v, i));
+                series.push(mewa_report::cdf_series(cc, &v, i));
             }
             plots.push(Plot {
                 file: format!("fig9-10-connection-duration-{s}-{p}.svg"),
@@ -1642,7 +1642,7 @@ pub fn pages_report(
                carried during the loads is above, per second in cross-<setting>.csv."
                 .into(),
     });
-    LabReport {
+    SectionReport {
         name: "fld pages",
         sections,
         plots,

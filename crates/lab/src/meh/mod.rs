@@ -45,8 +45,9 @@ pub use summary::{fig8_pages, full_hint_bytes, summarise, MehPage, MehResult, Me
 
 use crate::experiment::{
     at_least_one, needs_root, read_traces, rtt_in_range, CorpusChoice, ExperimentError,
-    OriginChoice, Progress, ResultFolder,
+    OriginChoice, Progress,
 };
+use mewa_report::ResultFolder;
 
 /// `mewa lab meh`'s settings. `Default` is seed 000 §IV and what the CLI
 /// shows: 32 Mbit/s radio, RTT 45 ms radio + 20 ms wired, 30 runs.
@@ -225,7 +226,7 @@ pub fn run(config: &Config, progress: &Progress) -> Result<MehReport, Experiment
     };
     let origin = config.origin.settings()?;
     needs_root()?;
-    let folder = ResultFolder::create(&config.out, "meh", config)?;
+    let folder = ResultFolder::create(&config.out, "meh", "mewa lab meh", config)?;
     let setup = Setup {
         radio,
         radio_rtt_ms: config.radio_rtt_ms,

@@ -8,10 +8,8 @@ use std::path::{Path, PathBuf};
 use mewa_model::repro::meh;
 
 use super::{BrowserRun, Config, MehResult, PlanRate, RadioLink, Setup};
-use crate::experiment::ResultFolder;
-use crate::report::{
-    self, opt, to_json, BoxGroup, Chart, Mark, Report, ReportError, Series, Table,
-};
+use mewa_report::ResultFolder;
+use mewa_report::{opt, to_json, BoxGroup, Chart, Mark, Report, ReportError, Series, Table};
 
 fn pages_table(res: &MehResult) -> Table {
     let mut t = Table::new(&[
@@ -81,7 +79,7 @@ fn browser_table(res: &MehResult) -> Table {
                 .filter(|b| b.page == name && b.with_hint == with)
                 .filter_map(pick)
                 .collect();
-            crate::metrics::median(&v)
+            mewa_report::median(&v)
         };
         let (without, with) = (of(false, |b| b.plt_s), of(true, |b| b.plt_s));
         let asked = |with| of(with, |b| b.requested_s);
@@ -245,7 +243,7 @@ fn summary(res: &MehResult, setting: &str) -> String {
             .filter(|b| b.with_hint == with)
             .filter_map(|b| b.plt_s)
             .collect();
-        crate::metrics::median(&v)
+        mewa_report::median(&v)
     };
     if let (Some(without), Some(with)) = (pooled(false), pooled(true)) {
         let red = (1.0 - with / without) * 100.0;
@@ -419,7 +417,7 @@ impl Report for MehReport {
                 .flat_map(|(i, &x)| [(x, i as f64 / n), (x, (i + 1) as f64 / n)])
                 .collect()
         };
-        report::draw(
+        mewa_report::draw(
             &cdf_svg,
             &Chart {
                 title: "Page load time, every page and run (seed 000 Fig. 7)",
@@ -461,7 +459,7 @@ impl Report for MehReport {
                 }
             })
             .collect();
-        report::draw_boxes(
+        mewa_report::draw_boxes(
             &box_svg,
             "Page load time per page, without (left) and with (right) the hint (seed 000 Fig. 8)",
             "page load time, s",

@@ -8,8 +8,9 @@ use serde::Serialize;
 
 use super::browser::BrowserRun;
 use super::pairs::Lookup;
-use crate::metrics::{median, PageMetrics};
+use crate::metrics::PageMetrics;
 use crate::record::LoadRecord;
+use mewa_report::median;
 
 /// One load.
 #[derive(Debug, Clone, Serialize)]

@@ -8,7 +8,7 @@ use mewa_link::core::EventKind;
 use mewa_link::eventlog::EventLog;
 use plotters::prelude::*;
 
-use super::ReportError;
+use crate::ReportError;
 
 /// Reads one figure of a bin, where the bin has it.
 type BinDelay = fn(&Bin) -> Option<f64>;

@@ -1,21 +1,40 @@
-//! How an experiment shows what it measured: aligned text for the terminal,
-//! CSV and JSON for other tools, SVG plots for people, and a result folder
-//! that holds all of them beside the configuration that produced them.
+//! `mewa-report`: how mewa shows what it measured — aligned text for the
+//! terminal, CSV and JSON for other tools, SVG plots for people, and a
+//! result folder that holds all of them beside the configuration that
+//! produced them and the journal of the work done.
 //!
 //! Every experiment's report implements [`Report`]; the folder layout, the
-//! provenance file and the file writing live here once, so a new experiment
-//! only says which tables, plots and prose it has.
+//! provenance file, the journal and the file writing live here once, so a
+//! new experiment only says which tables, plots and prose it has. The
+//! benchmarks and the command line print their tables with [`Table`] too,
+//! without depending on the lab.
+//!
+//! - [`table`]: aligned text, Markdown and CSV tables.
+//! - [`plot`]: SVG line, point, CDF and box plots; [`linklog`]: a link's
+//!   event log drawn over time.
+//! - [`stats`]: mean, median, quantiles, the empirical CDF.
+//! - [`sections`]: a report of titled tables and plots.
+//! - [`folder`]: the result folder, its `config.json` and `meta.json`;
+//!   [`journal`]: its `runs.jsonl`, what a run finished, unit by unit.
+//! - [`time`]: RFC 3339 times and folder stamps.
 
+pub mod folder;
+pub mod journal;
 pub mod linklog;
 pub mod plot;
+pub mod sections;
+pub mod stats;
 pub mod table;
+pub mod time;
 
 use std::path::{Path, PathBuf};
 
-pub use plot::{draw, draw_boxes, BoxGroup, Chart, Mark, Series};
+pub use folder::{read_config, Provenance, ResultFolder};
+pub use journal::Journal;
+pub use plot::{cdf_series, draw, draw_boxes, BoxGroup, Chart, Mark, Series};
+pub use sections::{Plot, Section, SectionReport};
+pub use stats::{cdf, mean, median, quantile};
 pub use table::{opt, pct, Table};
-
-use crate::experiment::ResultFolder;
 
 /// Why a report could not be rendered or written.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +65,18 @@ pub enum ReportError {
         path: PathBuf,
         /// The operating system's error.
         source: std::io::Error,
+    },
+    /// A file of an earlier run (`config.json`, `meta.json`, the journal)
+    /// could not be read back.
+    #[error("{path}: {message}")]
+    ReadBack {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+        /// The underlying error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A value could not be turned into JSON (a non-finite float in a
     /// field that JSON cannot hold, for instance).

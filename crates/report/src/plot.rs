@@ -6,7 +6,8 @@ use std::path::Path;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
-use super::ReportError;
+use crate::stats::{cdf, quantile};
+use crate::ReportError;
 
 /// A plotters error, whose type carries the backend, as text.
 fn plot_err<E: std::fmt::Display>(path: &Path, e: E) -> ReportError {
@@ -161,21 +162,6 @@ pub struct BoxGroup {
     pub boxes: Vec<Vec<f64>>,
 }
 
-/// The `p` quantile (0..=1) of `values` by linear interpolation between
-/// the sorted finite values (the sample need not be sorted); `None` when it
-/// has none.
-pub fn quantile(values: &[f64], p: f64) -> Option<f64> {
-    let mut s: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if s.is_empty() {
-        return None;
-    }
-    s.sort_by(f64::total_cmp);
-    let pos = p.clamp(0.0, 1.0) * (s.len() - 1) as f64;
-    let (i, f) = (pos.floor() as usize, pos.fract());
-    let next = s.get(i + 1).copied().unwrap_or(s[i]);
-    Some(s[i] + f * (next - s[i]))
-}
-
 /// Min, quartiles and max ([`quantile`] at 0, ¼, ½, ¾ and 1).
 fn quartiles(v: &[f64]) -> Option<[f64; 5]> {
     Some([
@@ -266,4 +252,14 @@ pub fn draw_boxes(
             });
     }
     finish(&mut c, SeriesLabelPosition::UpperLeft, &root, path)
+}
+
+/// A line of the empirical CDF of `values` ([`cdf`]).
+pub fn cdf_series(name: &str, values: &[f64], colour: usize) -> Series {
+    Series {
+        name: name.into(),
+        points: cdf(values),
+        mark: Mark::Line,
+        colour,
+    }
 }

@@ -1,12 +1,11 @@
-//! The result of any of `mewa lab fld`'s experiments: tables, CDF plots
-//! and the JSON of every measurement, in the common result folder layout.
+//! A report made of titled tables with a note under each, SVG line plots
+//! and the JSON of every measurement: the shape most experiments' results
+//! take, so that each of them only builds its sections.
 
 use std::path::{Path, PathBuf};
 
-use crate::experiment::ResultFolder;
-pub use crate::report::plot::quantile;
-use crate::report::plot::{self, Chart, Mark, Series};
-use crate::report::{Report, ReportError, Table};
+use crate::plot::{self, Chart, Series};
+use crate::{Report, ReportError, ResultFolder, Table};
 
 /// One table of the report, with the CSV it is written to.
 #[derive(Debug, Clone)]
@@ -36,9 +35,9 @@ pub struct Plot {
     pub series: Vec<Series>,
 }
 
-/// What `mewa lab fld bulk|fairness|pages` and `mewa lab iw` produced.
+/// A report of [`Section`]s and [`Plot`]s.
 #[derive(Debug)]
-pub struct LabReport {
+pub struct SectionReport {
     /// Which experiment, as `mewa lab` names it (`fld pages`, `iw`).
     pub name: &'static str,
     /// The tables, in order.
@@ -53,7 +52,7 @@ pub struct LabReport {
     pub folder: Option<ResultFolder>,
 }
 
-impl Report for LabReport {
+impl Report for SectionReport {
     fn text(&self) -> String {
         let mut s = String::new();
         for sec in &self.sections {
@@ -73,7 +72,7 @@ impl Report for LabReport {
     }
 
     fn json(&self) -> Result<String, ReportError> {
-        crate::report::to_json("fld result", &self.json)
+        crate::to_json("the result", &self.json)
     }
 
     fn plots(&self, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
@@ -119,45 +118,8 @@ impl Report for LabReport {
 
     fn write_extra(&self, dir: &Path) -> Result<(), ReportError> {
         for (name, text) in &self.extra {
-            crate::report::write_file(&dir.join(name), text)?;
+            crate::write_file(&dir.join(name), text)?;
         }
         Ok(())
-    }
-}
-
-/// The empirical CDF of `values` as plot points (x sorted, y from 1/n to 1).
-pub fn cdf(values: &[f64]) -> Vec<(f64, f64)> {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    v.sort_by(f64::total_cmp);
-    let n = v.len() as f64;
-    v.into_iter()
-        .enumerate()
-        .map(|(i, x)| (x, (i + 1) as f64 / n))
-        .collect()
-}
-
-/// A CDF series.
-pub fn cdf_series(name: &str, values: &[f64], colour: usize) -> Series {
-    Series {
-        name: name.into(),
-        points: cdf(values),
-        mark: Mark::Line,
-        colour,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cdf_and_quantiles() {
-        assert_eq!(
-            cdf(&[3.0, 1.0, 2.0, f64::NAN]),
-            vec![(1.0, 1.0 / 3.0), (2.0, 2.0 / 3.0), (3.0, 1.0)]
-        );
-        assert_eq!(quantile(&[4.0, 1.0, 3.0, 2.0], 0.5), Some(2.5));
-        assert_eq!(quantile(&[], 0.5), None);
-        assert_eq!(quantile(&[7.0], 0.9), Some(7.0));
     }
 }
