@@ -1,11 +1,11 @@
 //! A pcap file as the lab reads the link's captures (`mewa_link::pcap`)
 //! and the retransmission analysis over its packets
-//! (`mewa_lab::retrans`): any bytes are read or refused without panicking,
+//! (`mewa_probe::retrans`): any bytes are read or refused without panicking,
 //! and every verdict counts once.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mewa_lab::retrans::{retransmissions, segment, Counts};
+use mewa_probe::retrans::{retransmissions, segment, Counts};
 use mewa_link::pcap::read_pcap_lossy;
 
 fuzz_target!(|data: &[u8]| {

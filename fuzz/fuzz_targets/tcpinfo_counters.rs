@@ -1,10 +1,10 @@
 //! `/proc/net/netstat` and `/proc/net/snmp` as the lab reads them
-//! (`mewa_lab::tcpinfo::counters`): any text is parsed or refused without
+//! (`mewa_probe::tcpinfo::counters`): any text is parsed or refused without
 //! panicking, and a snapshot minus itself is all zeros.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mewa_lab::tcpinfo::counters::{parse_sections, Counters, RepairCounters};
+use mewa_probe::tcpinfo::counters::{parse_sections, Counters, RepairCounters};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(s) = std::str::from_utf8(data) else { return };

@@ -1,11 +1,11 @@
-//! The lab's readers of kernel bytes (`mewa_lab::tcpinfo::wire`):
+//! The readers of kernel bytes (`mewa_probe::tcpinfo::wire`):
 //! `struct tcp_info` of any length and NETLINK_SOCK_DIAG replies must take
 //! any bytes without panicking, and the recorder whatever they yield.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mewa_lab::tcpinfo::wire::{self, TcpInfo};
-use mewa_lab::tcpinfo::{Filter, Limits, Recorder};
+use mewa_probe::tcpinfo::wire::{self, TcpInfo};
+use mewa_probe::tcpinfo::{Filter, Limits, Recorder};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(i) = TcpInfo::parse(data) {

@@ -27,8 +27,6 @@
 //!   and pages under cross traffic with Cubic or FLD_TCP at the server.
 //! - [`accel`]: seed 004's accelerator experiment — the `accel7` page over
 //!   HTTP/1.1, HTTPS, HTTP/2 per domain and HTTP/2 through `mewa accel`.
-//! - [`retrans`]: retransmissions on the wire, spurious or genuine, from
-//!   the link's pcaps (seed 003).
 //! - [`cellular`]: seed 003's cellular TCP study — pages in sequence over
 //!   the 3G and LTE radio models, the TCP knobs, and the RTO floor.
 //! - [`chromium`]: headless Chromium as a browsing session (one profile,
@@ -36,8 +34,6 @@
 //!   cellular study's headline browser.
 //! - [`meh`]: seed 000's Mobile Edge Hint experiment — client, edge and
 //!   origin in three namespaces, each page with and without the hint.
-//! - [`tcpinfo`]: every TCP socket's `tcp_info` (window, RTT, RTOs) in a
-//!   namespace over time, and the namespace's TCP counters (seed 003).
 
 pub mod accel;
 pub mod baseline;
@@ -58,5 +54,3 @@ pub mod parity;
 pub mod record;
 pub mod replay;
 pub mod repro;
-pub mod retrans;
-pub mod tcpinfo;

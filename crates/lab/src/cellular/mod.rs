@@ -42,9 +42,9 @@
 //! Per load: the page load time (the loader's last object done, or
 //! Chromium's own onload time), the throughput the link delivered (average
 //! and the best second), the server's congestion window (sampled from
-//! `TCP_INFO` through sock_diag, [`crate::tcpinfo`]), both ends'
+//! `TCP_INFO` through sock_diag, [`mewa_probe::tcpinfo`]), both ends'
 //! retransmissions and timeouts (the namespaces' TCP counters), and the
-//! retransmissions the link saw, spurious or genuine ([`crate::retrans`]),
+//! retransmissions the link saw, spurious or genuine ([`mewa_probe::retrans`]),
 //! with the radio's state when the load began.
 
 mod report;
@@ -67,8 +67,8 @@ use crate::experiment::{
 };
 use crate::loader::{LoadOptions, Session};
 use crate::record::Protocol;
-use crate::retrans::{self, Counts, Retransmission};
-use crate::tcpinfo::{self, Filter, RepairCounters, Sampler, SocketSeries};
+use mewa_probe::retrans::{self, Counts, Retransmission};
+use mewa_probe::tcpinfo::{self, Filter, RepairCounters, Sampler, SocketSeries};
 use mewa_report::ResultFolder;
 
 pub use report::{report, report_again};
@@ -1274,7 +1274,7 @@ fn cwnd_over(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tcpinfo::{Sample, SocketKey};
+    use mewa_probe::tcpinfo::{Sample, SocketKey};
 
     fn sample(t_us: u64, cwnd: u32, sent: u64) -> Sample {
         Sample {

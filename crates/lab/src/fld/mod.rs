@@ -808,8 +808,8 @@ pub struct TcpCounters {
     pub loss_probes: u64,
 }
 
-impl From<crate::tcpinfo::RepairCounters> for TcpCounters {
-    fn from(r: crate::tcpinfo::RepairCounters) -> TcpCounters {
+impl From<mewa_probe::tcpinfo::RepairCounters> for TcpCounters {
+    fn from(r: mewa_probe::tcpinfo::RepairCounters) -> TcpCounters {
         TcpCounters {
             retrans_segs: r.retrans_segs,
             timeouts: r.timeouts,
@@ -819,11 +819,11 @@ impl From<crate::tcpinfo::RepairCounters> for TcpCounters {
 }
 
 impl TcpCounters {
-    /// Parses the two files' text ([`crate::tcpinfo::Counters`]); zeros
+    /// Parses the two files' text ([`mewa_probe::tcpinfo::Counters`]); zeros
     /// where a file lacks its TCP section.
     pub fn parse(snmp: &str, netstat: &str) -> TcpCounters {
         TcpCounters::from(
-            crate::tcpinfo::Counters::parse(netstat, snmp)
+            mewa_probe::tcpinfo::Counters::parse(netstat, snmp)
                 .map(|c| c.repair())
                 .unwrap_or_default(),
         )
@@ -833,7 +833,7 @@ impl TcpCounters {
     /// `/proc/thread-self`: `/proc/net` follows the process's main thread,
     /// which stays in the machine's namespace.
     pub(crate) fn read(topo: &Topology, host: &str) -> TcpCounters {
-        TcpCounters::from(crate::tcpinfo::counters_in(topo, host).repair())
+        TcpCounters::from(mewa_probe::tcpinfo::counters_in(topo, host).repair())
     }
 
     /// `self − before`, per counter.

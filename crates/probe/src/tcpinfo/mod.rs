@@ -177,7 +177,7 @@ pub enum SamplerError {
 ///
 /// ```no_run
 /// # use std::time::Duration;
-/// # use mewa_lab::tcpinfo::{Filter, Sampler};
+/// # use mewa_probe::tcpinfo::{Filter, Sampler};
 /// # fn f(topo: &mewa_link::runtime::Topology) -> Result<(), Box<dyn std::error::Error>> {
 /// let sampler = Sampler::start(topo, "origin", Duration::from_millis(20), Filter::Port(443))?;
 /// // … the page load …
