@@ -54,8 +54,8 @@ use crate::bed::{link_of, Bed, NsServer, OriginSettings, EDGE};
 use crate::experiment::{
     at_least_one, ca_dir_or_default, needs_root, CorpusChoice, ExperimentError, Progress,
 };
-use crate::loader::LoadOptions;
-use crate::record::Protocol;
+use mewa_loader::record::Protocol;
+use mewa_loader::LoadOptions;
 use mewa_report::median;
 use mewa_report::plot::{Mark, Series};
 use mewa_report::ResultFolder;
@@ -757,7 +757,7 @@ fn load_one(
             opts.resolver = resolver;
             if variant == ACCEL_MEH {
                 opts.connections = meh_connections(&page, config, down_kbps);
-                opts.assign = Arc::new(crate::loader::LeastOutstanding);
+                opts.assign = Arc::new(mewa_loader::LeastOutstanding);
             }
             let record = bed.load(&page, &opts)?;
             let failed: Vec<_> = record.objects.iter().filter(|o| !o.ok()).collect();
@@ -827,7 +827,7 @@ fn chromium_load(
     config: &AccelLabConfig,
     page: &Page,
     (variant, scheme): (&str, &str),
-    resolver: &crate::loader::Resolver,
+    resolver: &mewa_loader::Resolver,
     (dns, certs): (Option<IpAddr>, &mewa_origin::Certs),
     work: &Path,
     keep_netlog: Option<&Path>,

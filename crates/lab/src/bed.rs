@@ -19,8 +19,8 @@ use mewa_link::runtime::{self, LinkOptions, Topology};
 use mewa_origin::{AcceptHook, HttpOptions, Origin, OriginConfig, TcpOptions};
 use tokio::sync::oneshot;
 
-use crate::loader::{load, LoadError, LoadOptions, Resolver};
-use crate::record::LoadRecord;
+use mewa_loader::record::LoadRecord;
+use mewa_loader::{load, LoadError, LoadOptions, Resolver};
 
 /// The address groups a corpus is served with: one per
 /// [`Corpus::connection_groups`] group for an imported corpus, none (every

@@ -2,7 +2,7 @@
 //! profile, one tab, many page loads, driven over the DevTools protocol
 //! ([`mewa_edge::devtools`]). The headline browser of `mewa lab cellular`
 //! (`--browser chromium`), where the built-in loader's
-//! [`crate::loader::Session`] is the sweep browser.
+//! [`mewa_loader::Session`] is the sweep browser.
 //!
 //! What a session keeps from load to load is what seed 003 is about: the
 //! browser's sockets. Chromium keeps an HTTP/2 session per origin and idle
@@ -40,7 +40,7 @@ use mewa_edge::devtools::{Cdp, Chromium, DevtoolsError};
 use serde_json::{json, Value};
 
 use crate::bed::{Bed, BedError, CLIENT};
-use crate::record::Protocol;
+use mewa_loader::record::Protocol;
 
 /// Where Debian installs Chromium (`apt-get install chromium`).
 pub const DEFAULT_CHROMIUM: &str = "/usr/bin/chromium";

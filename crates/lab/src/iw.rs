@@ -35,8 +35,8 @@ use crate::experiment::{
     at_least_one, ca_dir_or_default, needs_root, CorpusChoice, ExperimentError, Progress,
 };
 use crate::fld::{check_controls, queue_bytes, TcpCounters};
-use crate::loader::{IwAsk, LoadOptions};
-use crate::record::{LoadRecord, Protocol};
+use mewa_loader::record::{LoadRecord, Protocol};
+use mewa_loader::{IwAsk, LoadOptions};
 use mewa_report::median;
 use mewa_report::plot::{Mark, Series};
 use mewa_report::ResultFolder;

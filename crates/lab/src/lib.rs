@@ -1,13 +1,5 @@
-//! `mewa-lab`: loading pages and measuring the loads (issue 4).
+//! `mewa-lab`: the testbed and the experiments that measure page loads on it.
 //!
-//! - [`record`]: what one page load leaves behind — per object (connection,
-//!   discovery, request, first byte, end, bytes, the body's arrivals over
-//!   time) and per connection (open, connected, handshake done, close). Pure
-//!   data, JSON on disk.
-//! - [`metrics`]: the seeds' page-load metrics computed from a record (pure).
-//! - [`har`]: a record as HAR 1.2, so that existing tools read it (pure).
-//! - [`loader`]: the built-in browser stand-in that produces records over
-//!   HTTP/1.1, HTTP/2 and HTTP/3 (tokio runtime).
 //! - [`bed`]: a client and an origin in network namespaces joined by an
 //!   emulated link, loads run from the client's side.
 //! - [`bulk`]: single TCP transfers with a chosen congestion control, and
@@ -44,13 +36,9 @@ pub mod chromium;
 pub mod cross;
 pub mod experiment;
 pub mod fld;
-pub mod har;
 pub mod iw;
 pub mod load;
-pub mod loader;
 pub mod meh;
-pub mod metrics;
 pub mod parity;
-pub mod record;
 pub mod replay;
 pub mod repro;

@@ -15,10 +15,10 @@ use crate::bed::Bed;
 use crate::experiment::{
     needs_root, rtt_in_range, CorpusChoice, ExperimentError, OriginChoice, Progress,
 };
-use crate::har::to_har;
-use crate::loader::{self, LoadOptions};
-use crate::metrics::{bytes_per_rtt_bin, max_bytes_per_bin, PageMetrics};
-use crate::record::{LoadRecord, Protocol};
+use mewa_loader::har::to_har;
+use mewa_loader::metrics::{bytes_per_rtt_bin, max_bytes_per_bin, PageMetrics};
+use mewa_loader::record::{LoadRecord, Protocol};
+use mewa_loader::{self as loader, LoadOptions};
 use mewa_report::ResultFolder;
 use mewa_report::{opt, to_json, write_file, Report, ReportError, Table};
 
@@ -36,13 +36,13 @@ pub enum AssignRule {
 }
 
 impl std::str::FromStr for AssignRule {
-    type Err = crate::record::UnknownName;
+    type Err = mewa_loader::record::UnknownName;
     fn from_str(s: &str) -> Result<AssignRule, Self::Err> {
         match s {
             "least" => Ok(AssignRule::Least),
             "round-robin" => Ok(AssignRule::RoundRobin),
             "warm-first" => Ok(AssignRule::WarmFirst),
-            other => Err(crate::record::UnknownName {
+            other => Err(mewa_loader::record::UnknownName {
                 what: "assignment rule",
                 got: other.to_string(),
                 choices: "least, round-robin or warm-first",

@@ -16,10 +16,10 @@ use mewa_corpus::Page;
 use serde::Serialize;
 
 use crate::bed::{Bed, BedError, CLIENT};
-use crate::loader::LoadOptions;
 use crate::meh::browser::headless_load;
 use crate::meh::netlog_requests;
-use crate::record::Protocol;
+use mewa_loader::record::Protocol;
+use mewa_loader::LoadOptions;
 
 /// What one load of a page brought, against the page's objects.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

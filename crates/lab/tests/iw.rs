@@ -10,11 +10,11 @@ use std::time::Duration;
 use mewa_corpus::{generate, Corpus, Preset};
 use mewa_lab::bed::{set_tcp_rmem, Bed, OriginSettings, CLIENT};
 use mewa_lab::bulk;
-use mewa_lab::loader::{IwAsk, LoadOptions};
-use mewa_lab::record::{LoadRecord, Protocol};
 use mewa_link::core::EventKind;
 use mewa_link::eventlog::EventLog;
 use mewa_link::runtime::{self, LinkOptions};
+use mewa_loader::record::{LoadRecord, Protocol};
+use mewa_loader::{IwAsk, LoadOptions};
 use mewa_origin::IwPolicy;
 
 /// Round trip of the test link.

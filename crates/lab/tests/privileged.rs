@@ -9,10 +9,10 @@ use mewa_corpus::{generate, Corpus, Preset};
 use mewa_lab::baseline::{self, Setup as BaselineSetup};
 use mewa_lab::bed::{Bed, OriginSettings};
 use mewa_lab::experiment::Progress;
-use mewa_lab::loader::LoadOptions;
-use mewa_lab::metrics::PageMetrics;
-use mewa_lab::record::Protocol;
 use mewa_link::runtime::{self, LinkOptions};
+use mewa_loader::metrics::PageMetrics;
+use mewa_loader::record::Protocol;
+use mewa_loader::LoadOptions;
 
 fn skip(test: &str) -> bool {
     if let Err(e) = runtime::probe() {

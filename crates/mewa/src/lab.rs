@@ -15,9 +15,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use mewa_lab::experiment::{find_trace, CorpusChoice, OriginChoice, Progress};
 use mewa_lab::load::AssignRule;
 use mewa_lab::meh::{BrowserPages, Dispatch, Policy, Rrc};
-use mewa_lab::record::Protocol;
 use mewa_lab::{accel, baseline, cellular, fld, iw, load, meh, parity};
 use mewa_link::core::parse_rate;
+use mewa_loader::record::Protocol;
 use mewa_report::read_config;
 use mewa_report::Report;
 

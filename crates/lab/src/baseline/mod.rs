@@ -10,7 +10,7 @@
 //! of the machine spreads over all pages alike.
 //!
 //! The measured time is the wire load time (first SYN to last body byte),
-//! seed 000's tcpdump measure ([`crate::metrics`]). The model is
+//! seed 000's tcpdump measure ([`mewa_loader::metrics`]). The model is
 //! [`mewa_model::t_http`] (eq. 1 as printed) and
 //! [`mewa_model::t_http_rounds`] (round by round) for one connection, with
 //! the page's total body bytes as S_page.
@@ -30,9 +30,9 @@ use crate::bed::{link_of, Bed, BedError, OriginSettings};
 use crate::experiment::{
     at_least_one, needs_root, rtt_in_range, CorpusChoice, ExperimentError, OriginChoice, Progress,
 };
-use crate::loader::LoadOptions;
-use crate::metrics::PageMetrics;
-use crate::record::{LoadRecord, Protocol};
+use mewa_loader::metrics::PageMetrics;
+use mewa_loader::record::{LoadRecord, Protocol};
+use mewa_loader::LoadOptions;
 use mewa_report::median;
 use mewa_report::ResultFolder;
 

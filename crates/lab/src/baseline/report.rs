@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use mewa_corpus::Corpus;
 
 use super::{BaselineResult, Config, RttSummary};
-use crate::har::to_har;
+use mewa_loader::har::to_har;
 use mewa_report::ResultFolder;
 use mewa_report::{opt, to_json, write_file, Chart, Mark, Report, ReportError, Series, Table};
 

@@ -13,7 +13,7 @@
 //! ([`mewa_link::core::radio`]), over fixed rates or a cellular trace, on
 //! one browsing session per protocol, so the connections go idle with the
 //! radio. The session's browser is the built-in loader, which keeps its
-//! connections across loads ([`crate::loader::Session`]) as a browser does
+//! connections across loads ([`mewa_loader::Session`]) as a browser does
 //! (the sweeps), or headless Chromium itself, one process and one profile
 //! per session driven over DevTools ([`crate::chromium`]; the headline
 //! table). Each setting changes one knob from
@@ -65,8 +65,8 @@ use crate::chromium::{ChromiumSession, SessionProfile};
 use crate::experiment::{
     at_least_one, needs_root, read_traces, CorpusChoice, ExperimentError, OriginChoice, Progress,
 };
-use crate::loader::{LoadOptions, Session};
-use crate::record::Protocol;
+use mewa_loader::record::Protocol;
+use mewa_loader::{LoadOptions, Session};
 use mewa_probe::retrans::{self, Counts, Retransmission};
 use mewa_probe::tcpinfo::{self, Filter, RepairCounters, Sampler, SocketSeries};
 use mewa_report::ResultFolder;

@@ -30,10 +30,10 @@ use crate::cross::{jain, Cross, CrossLog, Flow, XRECV, XSEND};
 use crate::experiment::{
     at_least_one, needs_root, rtt_in_range, CorpusChoice, ExperimentError, OriginChoice, Progress,
 };
-use crate::loader::LoadOptions;
-use crate::metrics::{last_data_us, page_metrics};
-use crate::record::{LoadRecord, ObjectTiming, Protocol};
 use crate::replay::{with_chromium, Browser};
+use mewa_loader::metrics::{last_data_us, page_metrics};
+use mewa_loader::record::{LoadRecord, ObjectTiming, Protocol};
+use mewa_loader::LoadOptions;
 use mewa_report::median;
 use mewa_report::plot::{Mark, Series};
 use mewa_report::table::{opt, pct};
@@ -1666,7 +1666,7 @@ fn type_name(p: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Chunk, ConnectionTiming};
+    use mewa_loader::record::{Chunk, ConnectionTiming};
 
     fn conn(id: u32, open: u64, connected: u64) -> ConnectionTiming {
         ConnectionTiming {

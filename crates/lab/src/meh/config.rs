@@ -28,12 +28,12 @@ pub enum Policy {
 pub use mewa_model::pull::Dispatch;
 
 impl std::str::FromStr for Policy {
-    type Err = crate::record::UnknownName;
+    type Err = mewa_loader::record::UnknownName;
     fn from_str(s: &str) -> Result<Policy, Self::Err> {
         match s {
             "hint" => Ok(Policy::Hint),
             "warm-first" => Ok(Policy::WarmFirst),
-            _ => Err(crate::record::UnknownName {
+            _ => Err(mewa_loader::record::UnknownName {
                 what: "policy",
                 got: s.to_string(),
                 choices: "hint or warm-first",
@@ -70,13 +70,13 @@ pub enum BrowserPages {
 }
 
 impl std::str::FromStr for BrowserPages {
-    type Err = crate::record::UnknownName;
+    type Err = mewa_loader::record::UnknownName;
     fn from_str(s: &str) -> Result<BrowserPages, Self::Err> {
         match s {
             "auto" => Ok(BrowserPages::Auto),
             "fig8" => Ok(BrowserPages::Fig8),
             "all" => Ok(BrowserPages::All),
-            other => Err(crate::record::UnknownName {
+            other => Err(mewa_loader::record::UnknownName {
                 what: "browser page choice",
                 got: other.to_string(),
                 choices: "auto, fig8 or all",
@@ -110,13 +110,13 @@ impl Rrc {
 }
 
 impl std::str::FromStr for Rrc {
-    type Err = crate::record::UnknownName;
+    type Err = mewa_loader::record::UnknownName;
     fn from_str(s: &str) -> Result<Rrc, Self::Err> {
         match s {
             "off" => Ok(Rrc::Off),
             "lte" => Ok(Rrc::Lte),
             "3g" => Ok(Rrc::Umts),
-            other => Err(crate::record::UnknownName {
+            other => Err(mewa_loader::record::UnknownName {
                 what: "radio model",
                 got: other.to_string(),
                 choices: "lte, 3g or off",

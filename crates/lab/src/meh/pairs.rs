@@ -20,8 +20,8 @@ use super::summary::{fig8_pages, summarise, to_run, MehResult};
 use super::{Dispatch, Policy, RadioLink, Setup};
 use crate::bed::{Bed, BedError, OriginSettings, EDGE};
 use crate::experiment::Progress;
-use crate::loader::{Assign, LeastOutstanding, LoadOptions, WarmFirst};
-use crate::record::{LoadRecord, Protocol};
+use mewa_loader::record::{LoadRecord, Protocol};
+use mewa_loader::{Assign, LeastOutstanding, LoadOptions, WarmFirst};
 
 /// The hint's plan as a loader [`Assign`] policy.
 #[derive(Debug)]
@@ -179,7 +179,7 @@ fn one_load(
                 }
             }
         }
-        let rec = crate::loader::load(page, &opts).await?;
+        let rec = mewa_loader::load(page, &opts).await?;
         let urls_at = match late {
             Some(t) => t.await.ok().flatten(),
             None => match &plan {

@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use super::browser::BrowserRun;
 use super::pairs::Lookup;
-use crate::metrics::PageMetrics;
-use crate::record::LoadRecord;
+use mewa_loader::metrics::PageMetrics;
+use mewa_loader::record::LoadRecord;
 use mewa_report::median;
 
 /// One load.

@@ -5,7 +5,7 @@
 //! connections and the tasks driving them. A [`Load`] holds what belongs to
 //! one page load: its clock, the HTML progress channel, the priorities, the
 //! books of held leaves, and the record of every connection it used. A
-//! [`super::Session`] keeps one pool for many loads, so that connections
+//! [`crate::Session`] keeps one pool for many loads, so that connections
 //! outlive the load that opened them while nothing of one load (a clock, a
 //! ticket of a held leaf, a failed open) leaks into the next.
 
@@ -27,9 +27,9 @@ use mewa_model::sync::lock;
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
-use super::conn::{self, OpenError, Sender, Target};
-use super::{IwAsk, LoadError, LoadOptions};
+use crate::conn::{self, OpenError, Sender, Target};
 use crate::record::{Chunk, ConnectionTiming, IwRecord, ObjectTiming, Protocol};
+use crate::{IwAsk, LoadError, LoadOptions};
 
 /// A connection as the pool knows it, whichever load uses it. The sender
 /// lives beside it (in a slot or the idle list), since an HTTP/1.1 sender
@@ -86,7 +86,7 @@ enum Group {
 }
 
 /// One load's books of a multiplexed group: bytes requested and not yet
-/// received per slot, their recent deliveries (for [`super::Assign`] and
+/// received per slot, their recent deliveries (for [`crate::Assign`] and
 /// the pull budget), and the turns of held leaves. Per load, so that a
 /// load that gave up with leaves still waiting cannot stall the next.
 struct Books {
@@ -111,7 +111,7 @@ struct Tickets {
 /// `mewa_model::pull`).
 fn slot_with_room(
     books: &mut Ledger,
-    assign: &dyn super::Assign,
+    assign: &dyn crate::Assign,
     object: &Object,
     budget: u64,
     now_us: Option<u64>,
@@ -551,10 +551,10 @@ impl Load {
 
     /// Chooses `object`'s slot in a multiplexed group and counts its bytes
     /// as outstanding there. Leaves wait while every slot is at
-    /// [`super::LoadOptions::pull_budget`].
+    /// [`crate::LoadOptions::pull_budget`].
     async fn reserve(&self, object: &Object, slots: usize, books: &Books) -> usize {
         let assign = &*self.pool.opts.assign;
-        let held = object.parent.is_some() && !super::WarmFirst::reveals(object);
+        let held = object.parent.is_some() && !crate::WarmFirst::reveals(object);
         let budget = match self.pool.opts.pull_budget {
             Some(b) if held && slots > 1 => b,
             _ => {
@@ -901,7 +901,7 @@ mod tests {
     #[derive(Debug)]
     struct Prefer(usize);
 
-    impl super::super::Assign for Prefer {
+    impl crate::Assign for Prefer {
         fn pick(&self, _object: &Object, _outstanding: &[u64]) -> usize {
             self.0
         }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mewa_corpus::{generate, generate_with, Corpus, Discovery, Kind, Options, Page, Preset};
-use mewa_lab::loader::{load, Fixed, LoadOptions, Resolver, RoundRobin, Session};
-use mewa_lab::record::{LoadRecord, Protocol};
+use mewa_loader::record::{LoadRecord, Protocol};
+use mewa_loader::{load, Fixed, LoadOptions, Resolver, RoundRobin, Session};
 use mewa_origin::OriginConfig;
 use mewa_testkit::{origin_config, LoopbackOrigin, TempDir};
 
@@ -282,7 +282,7 @@ async fn h2_spreads_objects_over_n_connections_by_the_given_policy() {
 fn overlapping_leaves(page: &Page, rec: &LoadRecord) -> usize {
     let leaf = |id: u32| {
         let o = page.object(id).unwrap();
-        o.parent.is_some() && !mewa_lab::loader::WarmFirst::reveals(o)
+        o.parent.is_some() && !mewa_loader::WarmFirst::reveals(o)
     };
     let mut n = 0;
     for c in 0..rec.connections.len() as u32 {
@@ -311,7 +311,7 @@ async fn h2_pull_budget_holds_leaves_until_a_connection_drains() {
     let mut o = r.opts(Protocol::H2, false);
     o.connections = 2;
     o.preconnect = true;
-    o.assign = Arc::new(mewa_lab::loader::WarmFirst);
+    o.assign = Arc::new(mewa_loader::WarmFirst);
     o.coalesce = true;
 
     // Without a budget every leaf goes out when found: they overlap.

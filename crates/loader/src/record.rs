@@ -142,7 +142,7 @@ fn ok_status() -> u16 {
 }
 
 /// One transport connection the load used: one it opened, or (in a
-/// [`crate::loader::Session`]) one an earlier load opened and left open.
+/// [`crate::Session`]) one an earlier load opened and left open.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConnectionTiming {
     /// Identifier within the load, counted from 0 in the order the load
@@ -173,7 +173,7 @@ pub struct ConnectionTiming {
     pub ready_us: Option<u64>,
     /// When the loader closed it or saw it close (or, in a session, stopped
     /// using it after a request on it failed). `None` for a connection a
-    /// [`crate::loader::Session`] keeps open for its next load.
+    /// [`crate::Session`] keeps open for its next load.
     pub close_us: Option<u64>,
     /// Why the connection failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -182,7 +182,7 @@ pub struct ConnectionTiming {
     /// 001), when the load asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iw: Option<IwRecord>,
-    /// Opened by an earlier load of the same [`crate::loader::Session`]
+    /// Opened by an earlier load of the same [`crate::Session`]
     /// and reused by this one (a browser's keep-alive connection between
     /// page views). Its first request in this load meets whatever the
     /// idle time did to its congestion window (seed 003: slow start after
@@ -238,7 +238,7 @@ pub struct LoadRecord {
     /// Every object of the page, root first, in discovery order.
     pub objects: Vec<ObjectTiming>,
     /// Every connection the load used, in the order it opened them or (in
-    /// a [`crate::loader::Session`]) first reused them.
+    /// a [`crate::Session`]) first reused them.
     pub connections: Vec<ConnectionTiming>,
     /// Load-level errors (timeout, no route, …); object and connection
     /// errors are kept on those.
