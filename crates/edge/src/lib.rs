@@ -13,10 +13,6 @@
 //! - [`config`]: the TOML configuration, every knob documented.
 //! - [`cookie`]: DNS cookies (RFC 7873, RFC 9018 server cookies) that
 //!   exempt a client proving its address from rate limiting.
-//! - [`devtools`]: a small DevTools-protocol client: starts headless
-//!   Chromium from a caller's command, reads its DevTools address, opens a
-//!   tab, sends commands and reads events as raw JSON (the tracer's, and
-//!   the lab's browsing sessions').
 //! - [`dns`]: the answering rules without I/O (zone, hint option, TXT
 //!   fallback, forwarding decision, size limits): shared types in `dns`,
 //!   the rules in `dns::general`, and its child `dns::general::fast`, the
@@ -34,7 +30,6 @@ pub mod admin;
 pub mod app;
 pub mod config;
 pub mod cookie;
-pub mod devtools;
 pub mod dns;
 pub mod egress;
 

@@ -314,8 +314,9 @@ impl Edge {
             return;
         }
         let euid = nix::unistd::geteuid().as_raw();
-        match tracer::run_as(euid, &t.user, tracer::lookup_user) {
+        match mewa_chromium::run_as(euid, &t.user, mewa_chromium::lookup_user) {
             Err(e) => {
+                let e = TraceError::from(e);
                 tracing::warn!(error = %e, "edge: tracer disabled");
                 return;
             }

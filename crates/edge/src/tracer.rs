@@ -15,11 +15,11 @@
 //! # How a page is traced
 //!
 //! 1. [`trace_page`] launches Chromium ([`chromium_command`]) with the
-//!    flags of [`CHROMIUM_FLAGS`] and a fresh private profile in a
+//!    flags of [`mewa_chromium::CHROMIUM_FLAGS`] and a fresh private profile in a
 //!    temporary directory (a cold load: empty cache, no cookies), removed
 //!    afterwards; with Chromium's sandbox, and, when the edge is root, as
 //!    an unprivileged user ([`TraceOptions::user`], see "Privileges").
-//! 2. It speaks CDP itself ([`crate::devtools`], over chromiumoxide's
+//! 2. It speaks CDP itself ([`mewa_chromium::Cdp`], over chromiumoxide's
 //!    WebSocket connection), with events kept as raw JSON. chromiumoxide's
 //!    typed event decoder follows one protocol revision and drops any event
 //!    it cannot decode — a newer Chromium adding one enum value (a resource
@@ -90,51 +90,10 @@ use mewa_hint::page::{host_of, strip_fragment, PageMeta};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::devtools::{Cdp, Chromium, DevtoolsError};
-
-/// Chromium flags (without the leading `--`) besides the headless mode,
-/// the profile and the DevTools port, which [`chromium_command`] adds.
-/// GUIDE §3: without the background-networking flags Chromium floods a
-/// closed network with lookups; no GPU in a server.
-pub const CHROMIUM_FLAGS: [&str; 5] = [
-    "disable-gpu",
-    "no-first-run",
-    "disable-background-networking",
-    "disable-component-update",
-    "disable-sync",
-];
-
-/// The flags chromiumoxide's launcher added (puppeteer's defaults), kept
-/// when the tracer began to start Chromium itself so that traces (and the
-/// computation latencies measured with them) do not change: no throttled
-/// timers or backgrounded renderers in a headless tab, `/tmp` rather than
-/// a small `/dev/shm`, no extensions, no automation prompts.
-const AUTOMATION_FLAGS: [&str; 24] = [
-    "enable-features=NetworkService,NetworkServiceInProcess",
-    "disable-background-timer-throttling",
-    "disable-backgrounding-occluded-windows",
-    "disable-breakpad",
-    "disable-client-side-phishing-detection",
-    "disable-component-extensions-with-background-pages",
-    "disable-default-apps",
-    "disable-dev-shm-usage",
-    "disable-features=TranslateUI",
-    "disable-hang-monitor",
-    "disable-ipc-flooding-protection",
-    "disable-popup-blocking",
-    "disable-prompt-on-repost",
-    "disable-renderer-backgrounding",
-    "force-color-profile=srgb",
-    "metrics-recording-only",
-    "enable-automation",
-    "password-store=basic",
-    "use-mock-keychain",
-    "enable-blink-features=IdleDetection",
-    "lang=en_US",
-    "disable-extensions",
-    "hide-scrollbars",
-    "mute-audio",
-];
+use mewa_chromium::{
+    chromium_command, lookup_user, run_as, Cdp, Chromium, DevtoolsError, Profile, ProfileError,
+    UserRefused,
+};
 
 /// The CDP events the log keeps: what the importer reads, plus the load
 /// event for the timing.
@@ -270,6 +229,24 @@ pub enum TraceError {
     /// The recorded log could not be turned into a page.
     #[error(transparent)]
     Import(#[from] ImportError),
+}
+
+impl From<UserRefused> for TraceError {
+    fn from(e: UserRefused) -> TraceError {
+        TraceError::User {
+            user: e.user,
+            why: e.why,
+        }
+    }
+}
+
+impl From<ProfileError> for TraceError {
+    fn from(e: ProfileError) -> TraceError {
+        TraceError::Profile {
+            path: e.path,
+            error: e.error,
+        }
+    }
 }
 
 impl From<DevtoolsError> for TraceError {
@@ -579,8 +556,14 @@ pub async fn trace_page(
             .unwrap_or(started + Duration::from_secs(86_400)),
     );
     let run_as = run_as(nix::unistd::geteuid().as_raw(), &opts.user, lookup_user)?;
-    let profile = Profile::create(run_as)?;
-    let command = chromium_command(chromium, &profile.0, opts, run_as);
+    let profile = Profile::private(run_as)?;
+    let command = chromium_command(
+        chromium,
+        profile.path(),
+        &opts.extra_args,
+        opts.no_sandbox,
+        run_as,
+    );
     let mut browser = Chromium::launch(command.to_command(), chromium, deadline).await?;
     let mut cdp = match browser.connect(deadline).await {
         Ok(cdp) => cdp,
@@ -596,174 +579,6 @@ pub async fn trace_page(
     let mut traced = TracedPage::from_log(&url, log)?;
     traced.elapsed = started.elapsed();
     Ok(traced)
-}
-
-/// An account Chromium runs as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Account {
-    /// Its user ID.
-    pub uid: u32,
-    /// Its primary group ID.
-    pub gid: u32,
-}
-
-/// `name`'s account from the system's user database.
-pub fn lookup_user(name: &str) -> Result<Option<Account>, String> {
-    match nix::unistd::User::from_name(name) {
-        Ok(u) => Ok(u.map(|u| Account {
-            uid: u.uid.as_raw(),
-            gid: u.gid.as_raw(),
-        })),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-/// Whom Chromium runs as when the tracer's effective user ID is `euid`:
-/// `None` (the edge's own user) unless that is root; as root, `user`'s
-/// account found by `lookup`, which must exist and not be root itself
-/// (Chromium will not sandbox itself as root, and a page breaking out of
-/// a renderer must not find root's rights). Pure but for `lookup`.
-pub fn run_as(
-    euid: u32,
-    user: &str,
-    lookup: impl FnOnce(&str) -> Result<Option<Account>, String>,
-) -> Result<Option<Account>, TraceError> {
-    if euid != 0 {
-        return Ok(None);
-    }
-    let bad = |why: String| TraceError::User {
-        user: user.to_string(),
-        why,
-    };
-    match lookup(user) {
-        Err(e) => Err(bad(format!("looking it up failed: {e}"))),
-        Ok(None) => Err(bad("no such user".into())),
-        Ok(Some(a)) if a.uid == 0 => Err(bad(
-            "is root; Chromium must run as an unprivileged user".into()
-        )),
-        Ok(Some(a)) => Ok(Some(a)),
-    }
-}
-
-/// How Chromium is started for one trace: the program, its arguments, the
-/// environment it gets on top of the edge's, and the account it runs as
-/// (`None`: the edge's own).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChromiumCommand {
-    /// The binary.
-    pub program: PathBuf,
-    /// Its arguments, each with its leading `--`.
-    pub args: Vec<String>,
-    /// Variables set for it.
-    pub env: Vec<(String, PathBuf)>,
-    /// The account it runs as.
-    pub run_as: Option<Account>,
-}
-
-impl ChromiumCommand {
-    /// The process to start: the program with its arguments and
-    /// environment, as [`ChromiumCommand::run_as`] (setting a uid as root
-    /// also drops root's supplementary groups: the standard library calls
-    /// setgroups(0)).
-    pub fn to_command(&self) -> std::process::Command {
-        use std::os::unix::process::CommandExt;
-        let mut cmd = std::process::Command::new(&self.program);
-        cmd.args(&self.args)
-            .envs(self.env.iter().map(|(k, v)| (k, v)));
-        if let Some(a) = self.run_as {
-            cmd.uid(a.uid).gid(a.gid);
-        }
-        cmd
-    }
-}
-
-/// The command that starts `chromium` for one trace with `opts` in the
-/// profile directory `profile`, as `run_as` ([`run_as`]): headless, the
-/// flags of [`CHROMIUM_FLAGS`], chromiumoxide's former defaults, the
-/// options' extra flags, DevTools on a port of Chromium's choosing, and the
-/// sandbox unless [`TraceOptions::no_sandbox`]. Run as another user,
-/// Chromium's `HOME` and XDG directories are in the profile: the edge's
-/// `HOME` (root's) is not that user's to write. Pure.
-pub fn chromium_command(
-    chromium: &Path,
-    profile: &Path,
-    opts: &TraceOptions,
-    run_as: Option<Account>,
-) -> ChromiumCommand {
-    let mut args: Vec<String> = AUTOMATION_FLAGS
-        .iter()
-        .chain(CHROMIUM_FLAGS.iter())
-        .map(|f| format!("--{f}"))
-        .collect();
-    args.extend(
-        opts.extra_args
-            .iter()
-            .map(|a| format!("--{}", a.trim_start_matches('-'))),
-    );
-    args.push("--headless".into());
-    args.push("--remote-debugging-port=0".into());
-    args.push(format!("--user-data-dir={}", profile.display()));
-    if opts.no_sandbox {
-        args.push("--no-sandbox".into());
-        args.push("--disable-setuid-sandbox".into());
-    }
-    let env = match run_as {
-        None => Vec::new(),
-        Some(_) => vec![
-            ("HOME".to_string(), profile.to_path_buf()),
-            ("XDG_CONFIG_HOME".to_string(), profile.join(".config")),
-            ("XDG_CACHE_HOME".to_string(), profile.join(".cache")),
-        ],
-    };
-    ChromiumCommand {
-        program: chromium.to_path_buf(),
-        args,
-        env,
-        run_as,
-    }
-}
-
-pub use crate::devtools::sandbox_failure;
-
-/// A fresh Chromium profile directory, private to the account Chromium
-/// runs as, removed on drop.
-struct Profile(PathBuf);
-
-impl Profile {
-    /// Made anew (never an existing path: `/tmp` is shared, and a
-    /// directory planted there must not become the profile), mode 0700,
-    /// owned by `owner` when Chromium runs as another account.
-    fn create(owner: Option<Account>) -> Result<Profile, TraceError> {
-        use std::os::unix::fs::DirBuilderExt;
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!(
-            "mewa-tracer-{}-{n}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.subsec_nanos())
-        ));
-        let err = |error| TraceError::Profile {
-            path: path.clone(),
-            error,
-        };
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&path)
-            .map_err(err)?;
-        let profile = Profile(path.clone());
-        if let Some(a) = owner {
-            std::os::unix::fs::chown(&path, Some(a.uid), Some(a.gid)).map_err(err)?;
-        }
-        Ok(profile)
-    }
-}
-
-impl Drop for Profile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Loads `url` in a new tab and returns the recorded log.
@@ -847,6 +662,7 @@ async fn record(cdp: &mut Cdp, url: &str, opts: &TraceOptions) -> Result<Vec<Val
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mewa_chromium::{sandbox_failure, Account, DEFAULT_CHROMIUM};
 
     fn ev(method: &str, params: Value) -> Value {
         json!({"method": method, "params": params})
@@ -1058,7 +874,13 @@ mod tests {
         let as_root = run_as(0, &opts.user, users).unwrap();
         assert_eq!(as_root, Some(nobody));
         let profile = Path::new("/tmp/mewa-tracer-x");
-        let c = chromium_command(Path::new("/usr/bin/chromium"), profile, &opts, as_root);
+        let c = chromium_command(
+            Path::new(DEFAULT_CHROMIUM),
+            profile,
+            &opts.extra_args,
+            opts.no_sandbox,
+            as_root,
+        );
         assert!(!c.args.iter().any(|a| a.contains("no-sandbox")), "{c:?}");
         assert_eq!(c.run_as.map(|a| a.uid), Some(65534));
         assert!(c.args.contains(&"--headless".to_string()));
@@ -1076,7 +898,13 @@ mod tests {
         // Not root: the edge's own user, its own HOME, still sandboxed.
         let as_user = run_as(1000, &opts.user, users).unwrap();
         assert_eq!(as_user, None);
-        let c = chromium_command(Path::new("/usr/bin/chromium"), profile, &opts, as_user);
+        let c = chromium_command(
+            Path::new(DEFAULT_CHROMIUM),
+            profile,
+            &opts.extra_args,
+            opts.no_sandbox,
+            as_user,
+        );
         assert!(c.run_as.is_none() && c.env.is_empty());
         assert!(!c.args.iter().any(|a| a.contains("no-sandbox")));
         // The explicit switch.
@@ -1084,12 +912,18 @@ mod tests {
             no_sandbox: true,
             ..opts.clone()
         };
-        let c = chromium_command(Path::new("/usr/bin/chromium"), profile, &off, as_root);
+        let c = chromium_command(
+            Path::new(DEFAULT_CHROMIUM),
+            profile,
+            &off.extra_args,
+            off.no_sandbox,
+            as_root,
+        );
         assert!(c.args.contains(&"--no-sandbox".to_string()));
         // As root, a user that is root, unknown or unreadable is refused,
         // naming the key to set.
         for user in ["root", "no-such-user", "broken"] {
-            let e = run_as(0, user, users).unwrap_err();
+            let e = TraceError::from(run_as(0, user, users).unwrap_err());
             assert!(matches!(e, TraceError::User { .. }), "{e:?}");
             assert!(e.to_string().contains("tracer.user"), "{e}");
         }

@@ -141,7 +141,7 @@ impl Default for AccelLabConfig {
             down_kbps: vec![128, 256, 512, 1024, 2048, 4096],
             variants: VARIANTS.iter().map(|v| (*v).to_owned()).collect(),
             tools: vec![CHROMIUM.into()],
-            chromium: PathBuf::from("/usr/bin/chromium"),
+            chromium: PathBuf::from(mewa_chromium::DEFAULT_CHROMIUM),
             runs: 10,
             max_age_s: 3600,
             wired_rtt_ms: 2,
@@ -874,29 +874,19 @@ fn chromium_load(
         .root()
         .map(|r| r.url(scheme))
         .ok_or_else(|| format!("{}: no root document", page.name))?;
-    let out = crate::meh::browser::headless_load(&mut cmd, &profile, &netlog, certs)
-        .arg(&url)
-        .output()
-        .map_err(|e| format!("starting {}: {e}", config.chromium.display()))?;
-    let _ = std::fs::remove_dir_all(&profile);
-    if !out.status.success() {
-        return Err(crate::meh::browser::exit_failure(&out));
-    }
-    let bytes = std::fs::read(&netlog).map_err(|e| format!("reading the NetLog: {e}"))?;
-    match keep_netlog {
-        Some(to) => {
-            if let Some(dir) = to.parent() {
-                let _ = std::fs::create_dir_all(dir);
-            }
-            if let Err(e) = std::fs::rename(&netlog, to) {
-                tracing::warn!("keeping the NetLog as {}: {e}", to.display());
-            }
-        }
-        None => {
-            let _ = std::fs::remove_file(&netlog);
-        }
-    }
-    let a = crate::replay::arrival_from_netlog(&bytes, page).map_err(|e| e.to_string())?;
+    let files = mewa_chromium::LoadFiles {
+        profile: &profile,
+        netlog: &netlog,
+        keep: keep_netlog,
+    };
+    let a = mewa_chromium::load_once(
+        &mut cmd,
+        &config.chromium,
+        page,
+        &url,
+        files,
+        &certs.leaf_spki_sha256,
+    )?;
     if let Some(first) = a.missing.first() {
         return Err(format!(
             "{} of {} objects missing, first {first}",

@@ -21,18 +21,17 @@
 //!   HTTP/1.1, HTTPS, HTTP/2 per domain and HTTP/2 through `mewa accel`.
 //! - [`cellular`]: seed 003's cellular TCP study — pages in sequence over
 //!   the 3G and LTE radio models, the TCP knobs, and the RTO floor.
-//! - [`chromium`]: headless Chromium as a browsing session (one profile,
-//!   one tab, many loads, sockets kept) driven over DevTools; the
-//!   cellular study's headline browser.
+//! - [`browser`]: Chromium in the testbed: protocol flags, a browsing
+//!   session's command, the binary check (driving it is `mewa_chromium`'s).
 //! - [`meh`]: seed 000's Mobile Edge Hint experiment — client, edge and
 //!   origin in three namespaces, each page with and without the hint.
 
 pub mod accel;
 pub mod baseline;
 pub mod bed;
+pub mod browser;
 pub mod bulk;
 pub mod cellular;
-pub mod chromium;
 pub mod cross;
 pub mod experiment;
 pub mod fld;

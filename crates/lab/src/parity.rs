@@ -23,7 +23,8 @@ use crate::experiment::{
     at_least_one, needs_root, read_traces, rtt_in_range, CorpusChoice, ExperimentError,
     OriginChoice, Progress,
 };
-use crate::replay::{with_chromium, with_loader, Arrival};
+use crate::replay::{with_chromium, with_loader};
+use mewa_chromium::Arrival;
 use mewa_link::core::RateSpec;
 use mewa_report::ResultFolder;
 use mewa_report::{draw, opt, to_json, Chart, Mark, Report, ReportError, Series, Table};
@@ -62,7 +63,7 @@ impl Default for Config {
             rtt_ms: 65,
             trace: None,
             uplink: None,
-            chromium: PathBuf::from("/usr/bin/chromium"),
+            chromium: PathBuf::from(mewa_chromium::DEFAULT_CHROMIUM),
             out: Some(PathBuf::from("out/lab")),
         }
     }

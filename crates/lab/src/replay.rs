@@ -13,36 +13,11 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use mewa_corpus::Page;
-use serde::Serialize;
 
 use crate::bed::{Bed, BedError, CLIENT};
-use crate::meh::browser::headless_load;
-use crate::meh::netlog_requests;
+use mewa_chromium::{load_once, Arrival, LoadFiles};
 use mewa_loader::record::Protocol;
 use mewa_loader::LoadOptions;
-
-/// What one load of a page brought, against the page's objects.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Arrival {
-    /// Page name.
-    pub page: String,
-    /// Objects in the page.
-    pub objects: usize,
-    /// URLs of the page's objects that did not arrive (with the status the
-    /// page expects), with why.
-    pub missing: Vec<String>,
-    /// Requests for URLs the page does not have (answered 404, or a host
-    /// that does not resolve).
-    pub unrecorded: Vec<String>,
-    /// Seconds from the first request to the last byte (the loader's
-    /// `done_us`, Chromium's NetLog span).
-    pub plt_s: Option<f64>,
-    /// Seconds from the same start to the last request for one of the
-    /// page's objects: how long discovery took (the moment the request
-    /// was decided: Chromium's `URL_REQUEST_START_JOB`, the loader's
-    /// `discovered_us`; both before any connection it waits for).
-    pub requested_s: Option<f64>,
-}
 
 /// `program` in the client namespace, in a private mount namespace where
 /// `ours` is bind-mounted over `over` (the machine's file or folder is
@@ -101,7 +76,7 @@ pub fn with_loader(bed: &Bed, page: &Page) -> Result<Arrival, BedError> {
 }
 
 /// A Chromium binary and the flags a load starts it with beyond the lab's
-/// own ([`crate::chromium::protocol_flags`] to choose the protocol).
+/// own ([`crate::browser::protocol_flags`] to choose the protocol).
 #[derive(Debug, Clone, Copy)]
 pub struct Browser<'a> {
     /// The binary.
@@ -143,9 +118,7 @@ pub fn with_chromium(
     keep_netlog: Option<&Path>,
 ) -> Result<Arrival, BedError> {
     let topo = bed.running()?;
-    let certs = mewa_origin::Ca::load_or_create(ca_dir)
-        .and_then(|ca| ca.issue(&[]))
-        .map_err(|e| BedError::Runtime(format!("the origin's certificate: {e}")))?;
+    let spki = crate::browser::trusted_spki(ca_dir)?;
     let profile = work.join(format!("profile-{}", page.name));
     let netlog = work.join(format!("{}.netlog.json", page.name));
     let url = if chromium.clear_text {
@@ -174,66 +147,13 @@ pub fn with_chromium(
             c
         }
     };
-    let out = headless_load(&mut cmd, &profile, &netlog, &certs)
-        .args(chromium.flags)
-        .arg(&url)
-        .output()
-        .map_err(|e| BedError::Runtime(format!("starting {}: {e}", chromium.binary.display())))?;
-    let _ = std::fs::remove_dir_all(&profile);
-    if !out.status.success() {
-        return Err(BedError::Runtime(crate::meh::browser::exit_failure(&out)));
-    }
-    let bytes = std::fs::read(&netlog)
-        .map_err(|e| BedError::Runtime(format!("reading {}: {e}", netlog.display())))?;
-    match keep_netlog {
-        Some(to) => {
-            if let Err(e) = std::fs::rename(&netlog, to) {
-                tracing::warn!("keeping {} as {}: {e}", netlog.display(), to.display());
-            }
-        }
-        None => {
-            let _ = std::fs::remove_file(&netlog);
-        }
-    }
-    arrival_from_netlog(&bytes, page).map_err(|e| BedError::Runtime(e.to_string()))
-}
-
-/// What a Chromium NetLog says a load of `page` brought: the objects that
-/// did not arrive with their expected status, the requests beyond the
-/// page, and the load's times ([`crate::meh::netlog_times`]).
-pub fn arrival_from_netlog(bytes: &[u8], page: &Page) -> Result<Arrival, crate::meh::NetlogError> {
-    let reqs = netlog_requests(bytes, page)?;
-    let times = crate::meh::netlog_times(bytes, page).ok();
-    let scheme = page.main.split("://").next().unwrap_or("http");
-    let mut missing: Vec<String> = page
-        .objects
-        .iter()
-        .filter_map(|o| {
-            let u = o.url(scheme);
-            match reqs.arrived.get(&o.url("")) {
-                Some(Some(st)) if *st != o.status() => Some(format!(
-                    "{u} (HTTP status {st}, the page expects {})",
-                    o.status()
-                )),
-                Some(_) => None,
-                None => Some(
-                    match reqs.failed.iter().find(|(f, _)| f.ends_with(&o.url(""))) {
-                        Some((_, code)) => format!("{u} (net_error {code})"),
-                        None => format!("{u} (never requested)"),
-                    },
-                ),
-            }
-        })
-        .collect();
-    missing.sort();
-    Ok(Arrival {
-        page: page.name.clone(),
-        objects: page.objects.len(),
-        missing,
-        unrecorded: reqs.unrecorded,
-        plt_s: times.map(|t| t.plt_s),
-        requested_s: times.map(|t| t.requested_s),
-    })
+    cmd.args(chromium.flags);
+    let files = LoadFiles {
+        profile: &profile,
+        netlog: &netlog,
+        keep: keep_netlog,
+    };
+    load_once(&mut cmd, chromium.binary, page, &url, files, &spki).map_err(BedError::Runtime)
 }
 
 /// The `http://` URL of a generated page, served by the origin's plain

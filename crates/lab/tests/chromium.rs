@@ -37,7 +37,7 @@ fn load_in_chromium(bin: &Path, addr: SocketAddr, page: &Page, dir: &Path) -> Ha
     let profile = dir.join(format!("profile-{}", page.name));
     let netlog = dir.join(format!("{}.netlog.json", page.name));
     let out = Command::new(bin)
-        .args(mewa_lab::meh::HEADLESS_FLAGS)
+        .args(mewa_chromium::lab_headless_flags())
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg(format!("--host-resolver-rules=MAP * {addr}"))
         .arg(format!("--log-net-log={}", netlog.display()))

@@ -139,7 +139,7 @@ fn meh_experiment_runs_client_edge_origin() {
     use mewa_report::Report;
     let dir = ca_dir("meh");
     std::fs::create_dir_all(&dir).unwrap();
-    let chromium = std::path::PathBuf::from("/usr/bin/chromium");
+    let chromium = std::path::PathBuf::from(mewa_chromium::DEFAULT_CHROMIUM);
     let cfg = meh::Config {
         corpus: CorpusChoice {
             path: None,

@@ -79,7 +79,7 @@ struct TraceArgs {
     #[command(flatten)]
     store: StoreArgs,
     /// Chromium binary.
-    #[arg(long, value_name = "PATH", default_value = "/usr/bin/chromium")]
+    #[arg(long, value_name = "PATH", default_value = mewa_chromium::DEFAULT_CHROMIUM)]
     chromium: PathBuf,
     /// Print what was traced; store nothing.
     #[arg(long)]

@@ -15,7 +15,7 @@
 //! radio. The session's browser is the built-in loader, which keeps its
 //! connections across loads ([`mewa_loader::Session`]) as a browser does
 //! (the sweeps), or headless Chromium itself, one process and one profile
-//! per session driven over DevTools ([`crate::chromium`]; the headline
+//! per session driven over DevTools ([`mewa_chromium::ChromiumSession`]; the headline
 //! table). Each setting changes one knob from
 //! the base (Linux's defaults: Cubic, slow start after idle on, the metrics
 //! cache on):
@@ -61,10 +61,10 @@ use mewa_link::runtime::{LinkOptions, Topology};
 use serde::{Deserialize, Serialize};
 
 use crate::bed::{set_sysctl, Bed, BedError, OriginSettings, CLIENT, SERVER};
-use crate::chromium::{ChromiumSession, SessionProfile};
 use crate::experiment::{
     at_least_one, needs_root, read_traces, CorpusChoice, ExperimentError, OriginChoice, Progress,
 };
+use mewa_chromium::{ChromiumSession, Profile};
 use mewa_loader::record::Protocol;
 use mewa_loader::{LoadOptions, Session};
 use mewa_probe::retrans::{self, Counts, Retransmission};
@@ -279,7 +279,7 @@ impl Default for CellularConfig {
             settings: Knobs::NAMES.iter().map(|s| s.to_string()).collect(),
             protocols: vec!["h1".into(), "h2".into()],
             browser: LOADER.into(),
-            chromium: PathBuf::from(crate::chromium::DEFAULT_CHROMIUM),
+            chromium: PathBuf::from(mewa_chromium::DEFAULT_CHROMIUM),
             loads: 2,
             think_s: 8.0,
             sample_ms: 20,
@@ -359,7 +359,7 @@ pub struct CellRun {
     pub failed: usize,
     /// Connections the load opened, and those it reused from earlier loads
     /// (Chromium: connections that carried a response in this load, by
-    /// whether an earlier load had one on them; see [`crate::chromium`]).
+    /// whether an earlier load had one on them; see [`mewa_chromium::ChromiumSession`]).
     pub new_connections: usize,
     /// See [`CellRun::new_connections`].
     pub reused_connections: usize,
@@ -599,7 +599,7 @@ pub fn run(
     }
     match config.browser.as_str() {
         LOADER => {}
-        CHROMIUM => crate::chromium::check_binary(&config.chromium)?,
+        CHROMIUM => crate::browser::check_binary(&config.chromium)?,
         other => {
             return Err(ExperimentError::Config {
                 field: "--browser",
@@ -700,8 +700,9 @@ pub fn run(
                     let timeout = Duration::from_secs(config.timeout_s.max(1));
                     let mut user_data = None;
                     let browser = if config.browser == CHROMIUM {
-                        let p = SessionProfile::create(&work, &format!("{tag}-{proto}"))?;
-                        let cmd = crate::chromium::session_command(
+                        let p = Profile::in_dir(&work, &format!("{tag}-{proto}"))
+                            .map_err(|e| BedError::Runtime(e.to_string()))?;
+                        let cmd = crate::browser::session_command(
                             &bed,
                             &corpus.pages,
                             &config.chromium,
@@ -878,7 +879,7 @@ struct Loaded {
 }
 
 /// A browser that can no longer be driven, as the testbed's error.
-fn chromium_failed(e: mewa_edge::devtools::DevtoolsError) -> BedError {
+fn chromium_failed(e: mewa_chromium::DevtoolsError) -> BedError {
     BedError::Runtime(format!("Chromium: {e}"))
 }
 
@@ -928,7 +929,7 @@ impl Driver {
                         load.failed
                     );
                 }
-                let want = crate::chromium::alpn(*protocol);
+                let want = protocol.alpn();
                 if let Some(got) = load.document_protocol.as_deref().filter(|p| *p != want) {
                     tracing::warn!("Chromium loaded {} over {got}, not {want}", page.name);
                 }

@@ -639,7 +639,7 @@ impl Default for PagesConfig {
             queue_ms: vec![20],
             cross: None,
             client_rmem: CLIENT_RMEM,
-            chromium: PathBuf::from("/usr/bin/chromium"),
+            chromium: PathBuf::from(mewa_chromium::DEFAULT_CHROMIUM),
             out: PathBuf::from("out/lab"),
         }
     }
@@ -870,8 +870,8 @@ pub const CHROMIUM_HTTP: &str = "chromium-http";
 /// loads the page in the clear. `None` for the loader's types.
 fn chromium_type(name: &str) -> Option<(&'static [&'static str], bool)> {
     match name {
-        CHROMIUM => Some((crate::chromium::protocol_flags(Protocol::H2), false)),
-        CHROMIUM_H1 => Some((crate::chromium::protocol_flags(Protocol::H1), false)),
+        CHROMIUM => Some((crate::browser::protocol_flags(Protocol::H2), false)),
+        CHROMIUM_H1 => Some((crate::browser::protocol_flags(Protocol::H1), false)),
         CHROMIUM_HTTP => Some((&[], true)),
         _ => None,
     }

@@ -15,52 +15,7 @@ use super::pairs::prepare_load;
 use super::{Dispatch, Policy, Setup};
 use crate::bed::{Bed, BedError, NsServer, PORT_PLAIN};
 use crate::experiment::Progress;
-
-/// Flags for headless Chromium in a lab namespace (GUIDE §3): without the
-/// background-networking ones it floods the closed network with lookups.
-/// Add a fresh `--user-data-dir` per load.
-pub const HEADLESS_FLAGS: [&str; 7] = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-];
-
-/// `cmd` (Chromium in a namespace) made headless ([`HEADLESS_FLAGS`]) with
-/// the profile at `profile` (a fresh directory) and the lab's leaf key
-/// trusted by its SPKI, which covers every certificate the testbed issues
-/// (one key) over TCP and QUIC alike.
-pub(crate) fn headless<'c>(
-    cmd: &'c mut std::process::Command,
-    profile: &std::path::Path,
-    certs: &mewa_origin::Certs,
-) -> &'c mut std::process::Command {
-    cmd.args(HEADLESS_FLAGS)
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!(
-            "--ignore-certificate-errors-spki-list={}",
-            certs.leaf_spki_sha256
-        ))
-}
-
-/// `cmd` (Chromium in a namespace) set up for one headless page load: a
-/// fresh profile at `profile`, its NetLog to `netlog`, certificates with
-/// the lab's leaf key trusted by SPKI, the DOM dumped when the page settles.
-/// Add the page's URL last.
-pub(crate) fn headless_load<'c>(
-    cmd: &'c mut std::process::Command,
-    profile: &std::path::Path,
-    netlog: &std::path::Path,
-    certs: &mewa_origin::Certs,
-) -> &'c mut std::process::Command {
-    headless(cmd, profile, certs)
-        .arg(format!("--log-net-log={}", netlog.display()))
-        .arg("--virtual-time-budget=30000")
-        .arg("--dump-dom")
-}
+use mewa_chromium::{load_once, Arrival, LoadFiles};
 
 /// Chromium's managed policy for the loads through the local proxy. Every
 /// tunnel through a proxy is a socket of Chromium's per-proxy pool, 32 by
@@ -131,7 +86,7 @@ fn chromium_through_proxy(
 }
 
 /// A load that lost objects is not a page load: its arrival, or why not.
-fn complete(a: crate::replay::Arrival) -> (Option<crate::replay::Arrival>, Option<String>) {
+fn complete(a: Arrival) -> (Option<Arrival>, Option<String>) {
     match a.missing.first() {
         None => (Some(a), None),
         Some(first) => {
@@ -143,19 +98,6 @@ fn complete(a: crate::replay::Arrival) -> (Option<crate::replay::Arrival>, Optio
             (None, Some(why))
         }
     }
-}
-
-/// Why Chromium failed, in one line: its exit status and the last line
-/// it wrote to standard error.
-pub(crate) fn exit_failure(o: &std::process::Output) -> String {
-    format!(
-        "chromium exited with {}: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-            .lines()
-            .last()
-            .unwrap_or("")
-    )
 }
 
 /// One page load by headless Chromium: through the local proxy with the
@@ -374,38 +316,32 @@ pub fn browser_runs(
                     let profile = work_dir.join(format!("profile-{}-{r}-{with_hint}", page.name));
                     let netlog =
                         work_dir.join(format!("{}-{r}-{with_hint}.netlog.json", page.name));
-                    let result = headless_load(
-                        &mut chromium_through_proxy(topo, chromium, work_dir)?,
-                        &profile,
-                        &netlog,
-                        &certs,
-                    )
-                    .arg("--disable-http-cache")
-                    .arg(format!("--proxy-server=https://127.0.0.1:{port}"))
-                    .arg(crate::replay::browser_url(bed, page))
-                    .output();
+                    let mut cmd = chromium_through_proxy(topo, chromium, work_dir)?;
+                    cmd.arg("--disable-http-cache")
+                        .arg(format!("--proxy-server=https://127.0.0.1:{port}"));
+                    let files = LoadFiles {
+                        profile: &profile,
+                        netlog: &netlog,
+                        keep: cfg.keep_netlogs.then_some(netlog.as_path()),
+                    };
+                    let url = crate::replay::browser_url(bed, page);
+                    let result = load_once(
+                        &mut cmd,
+                        chromium,
+                        page,
+                        &url,
+                        files,
+                        &certs.leaf_spki_sha256,
+                    );
                     proxy.stop();
                     let saw = n_rx.try_recv().unwrap_or_default();
                     if let Some(h) = saw.handshake_s {
                         recent.observe(h);
                     }
                     let (arrival, error) = match result {
-                        Ok(o) if o.status.success() => match std::fs::read(&netlog)
-                            .map_err(|e| format!("reading {}: {e}", netlog.display()))
-                            .and_then(|b| {
-                                crate::replay::arrival_from_netlog(&b, page)
-                                    .map_err(|e| e.to_string())
-                            }) {
-                            Ok(a) => complete(a),
-                            Err(e) => (None, Some(e)),
-                        },
-                        Ok(o) => (None, Some(exit_failure(&o))),
-                        Err(e) => (None, Some(format!("starting {}: {e}", chromium.display()))),
+                        Ok(a) => complete(a),
+                        Err(e) => (None, Some(e)),
                     };
-                    let _ = std::fs::remove_dir_all(&profile);
-                    if !cfg.keep_netlogs {
-                        let _ = std::fs::remove_file(&netlog);
-                    }
                     (arrival, error, saw)
                 };
                 out.push(BrowserRun {

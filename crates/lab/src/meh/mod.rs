@@ -21,13 +21,11 @@
 //! - `pairs`: paired loads, with and without the hint;
 //! - `summary`: per-page and overall figures;
 //! - `browser`: headless Chromium through the local proxy;
-//! - `netlog`: reading a load out of Chromium's NetLog;
 //! - `report`: tables, plots and the Markdown report.
 
 pub(crate) mod browser;
 mod config;
 mod edge;
-mod netlog;
 mod pairs;
 mod report;
 mod summary;
@@ -36,9 +34,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use browser::{BrowserRun, HEADLESS_FLAGS};
+pub use browser::BrowserRun;
 pub use config::{BrowserPages, Dispatch, PlanRate, Policy, RadioLink, Rrc, Setup};
-pub use netlog::{netlog_requests, netlog_times, NetlogError, NetlogRequests, NetlogTimes};
 pub use pairs::{plan_bdp_bytes, run_setup, PlanAssign, PULL_FLOOR_BYTES, TRACE_STRIDE_MS};
 pub use report::MehReport;
 pub use summary::{fig8_pages, full_hint_bytes, summarise, MehPage, MehResult, MehRun};
@@ -155,7 +152,7 @@ impl Default for Config {
             images_with_document: false,
             hold_other_hosts_images: false,
             browser_runs: 5,
-            chromium: PathBuf::from("/usr/bin/chromium"),
+            chromium: PathBuf::from(mewa_chromium::DEFAULT_CHROMIUM),
             keep_netlogs: false,
             out: PathBuf::from("out/lab"),
         }

@@ -33,17 +33,12 @@
 //! link's SYNs count every handshake.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use mewa_edge::devtools::{Cdp, Chromium, DevtoolsError};
 use serde_json::{json, Value};
 
-use crate::bed::{Bed, BedError, CLIENT};
-use mewa_loader::record::Protocol;
-
-/// Where Debian installs Chromium (`apt-get install chromium`).
-pub const DEFAULT_CHROMIUM: &str = "/usr/bin/chromium";
+use crate::{Cdp, Chromium, DevtoolsError};
 
 /// How long Chromium may take to start and offer its DevTools endpoint.
 const LAUNCH_TIMEOUT: Duration = Duration::from_secs(30);
@@ -51,78 +46,6 @@ const LAUNCH_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the Navigation Timing entry may take to show `loadEventEnd`
 /// once the load event fired (the handlers run first).
 const TIMING_WAIT: Duration = Duration::from_secs(2);
-
-/// Refuses a Chromium binary that is not there, naming the path and how to
-/// get one.
-pub fn check_binary(chromium: &Path) -> Result<(), crate::experiment::ExperimentError> {
-    if chromium.is_file() {
-        return Ok(());
-    }
-    Err(crate::experiment::ExperimentError::Config {
-        field: "--chromium",
-        message: format!(
-            "no Chromium at {}: apt-get install chromium, give its path with --chromium, \
-             or use --browser loader",
-            chromium.display()
-        ),
-    })
-}
-
-/// The flags that make Chromium speak `protocol` to the testbed's origin,
-/// as the loader's cell of that protocol does
-/// (`LoadOptions::browser(protocol, true)`: everything over TLS on 443):
-/// HTTP/2 is Chromium's default over TLS (ALPN h2); HTTP/1.1 is the same
-/// TLS with HTTP/2 turned off (`--disable-http2`, ALPN http/1.1, six
-/// connections per host); HTTP/3 is QUIC forced on for every origin
-/// (`--origin-to-force-quic-on=*`; the SPKI pin covers QUIC's certificate
-/// too, GUIDE §3).
-pub fn protocol_flags(protocol: Protocol) -> &'static [&'static str] {
-    match protocol {
-        Protocol::H1 => &["--disable-http2"],
-        Protocol::H2 => &[],
-        Protocol::H3 => &["--enable-quic", "--origin-to-force-quic-on=*"],
-    }
-}
-
-/// The ALPN name Chromium reports (`Network.Response.protocol`) for a
-/// response over `protocol`.
-pub fn alpn(protocol: Protocol) -> &'static str {
-    match protocol {
-        Protocol::H1 => "http/1.1",
-        Protocol::H2 => "h2",
-        Protocol::H3 => "h3",
-    }
-}
-
-/// The command that starts `chromium` in the client's namespace for a
-/// session of `pages` over `protocol` with its profile in `profile` (a
-/// directory that must not exist yet or be empty): headless, the pages'
-/// names as the testbed serves them and no other
-/// ([`Bed::chromium_resolver_rules_for`]: the browser's own background
-/// requests stay off the link), the lab's certificates trusted, DevTools
-/// on a port of Chromium's choosing on the namespace's 127.0.0.1.
-pub fn session_command(
-    bed: &Bed,
-    pages: &[mewa_corpus::Page],
-    chromium: &Path,
-    profile: &Path,
-    ca_dir: &Path,
-    protocol: Protocol,
-) -> Result<std::process::Command, BedError> {
-    let certs = mewa_origin::Ca::load_or_create(ca_dir)
-        .and_then(|ca| ca.issue(&[]))
-        .map_err(|e| BedError::Runtime(format!("the origin's certificate: {e}")))?;
-    let mut cmd = bed.running()?.command(CLIENT, chromium)?;
-    crate::meh::browser::headless(&mut cmd, profile, &certs)
-        .arg(format!(
-            "--host-resolver-rules={}",
-            bed.chromium_resolver_rules_for(pages)
-        ))
-        .arg("--remote-debugging-port=0")
-        .args(protocol_flags(protocol))
-        .arg("about:blank");
-    Ok(cmd)
-}
 
 /// What one load of a session gave.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -377,33 +300,6 @@ pub fn onload_from_evaluate(answer: &Value) -> Result<Option<f64>, String> {
     }
 }
 
-/// A fresh profile directory for one session under `work`, named by
-/// `tag`; removed when dropped.
-#[derive(Debug)]
-pub struct SessionProfile(PathBuf);
-
-impl SessionProfile {
-    /// Creates `work/profile-<tag>` anew (an old one is removed first).
-    pub fn create(work: &Path, tag: &str) -> Result<SessionProfile, BedError> {
-        let path = work.join(format!("profile-{tag}"));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path)
-            .map_err(|e| BedError::Runtime(format!("creating {}: {e}", path.display())))?;
-        Ok(SessionProfile(path))
-    }
-
-    /// Its path.
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for SessionProfile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,25 +320,5 @@ mod tests {
         ] {
             assert!(onload_from_evaluate(&bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn each_protocol_has_the_flags_of_the_loaders_cell() {
-        assert_eq!(protocol_flags(Protocol::H1), ["--disable-http2"]);
-        assert!(protocol_flags(Protocol::H2).is_empty());
-        assert!(protocol_flags(Protocol::H3)
-            .iter()
-            .any(|f| f.starts_with("--origin-to-force-quic-on=")));
-        assert_eq!(alpn(Protocol::H1), "http/1.1");
-    }
-
-    #[test]
-    fn a_missing_binary_names_the_path_and_the_package() {
-        let e = check_binary(Path::new("/nonexistent/chromium")).unwrap_err();
-        let m = e.to_string();
-        assert!(
-            m.contains("/nonexistent/chromium") && m.contains("apt-get install chromium"),
-            "{m}"
-        );
     }
 }
