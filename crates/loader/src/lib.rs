@@ -63,5 +63,5 @@ pub mod session;
 
 pub use assign::{Assign, Fixed, LeastOutstanding, RoundRobin, WarmFirst};
 pub use conn::ConnectError;
-pub use options::{chromium_priorities, IwAsk, LoadOptions, Resolver};
-pub use session::{load, LateUrls, LoadError, Session};
+pub use options::{chromium_priorities, IwAsk, LateUrls, LoadOptions, Resolver};
+pub use session::{load, LoadError, Session};

@@ -12,7 +12,9 @@ use mewa_corpus::{Discovery, Kind, Page};
 
 use crate::assign::{Assign, LeastOutstanding};
 use crate::record::Protocol;
-use crate::session::LateUrls;
+
+/// A URL list that arrives during a load ([`LoadOptions::prefetch_later`]).
+pub type LateUrls = tokio::sync::watch::Receiver<Option<Arc<Vec<String>>>>;
 
 /// Host name → address, like Chromium's `--host-resolver-rules`.
 #[derive(Debug, Clone, Default)]

@@ -32,9 +32,6 @@ pub enum LoadError {
     NoConnections,
 }
 
-/// A URL list that arrives during a load ([`LoadOptions::prefetch_later`]).
-pub type LateUrls = tokio::sync::watch::Receiver<Option<Arc<Vec<String>>>>;
-
 /// What the driver waits for.
 enum Step {
     /// An object finished (successfully or not).
