@@ -8,13 +8,13 @@ use std::path::Path;
 use std::process::Command;
 
 use mewa_corpus::Page;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::command::{exit_failure, headless_load};
 use crate::netlog::{netlog_requests, netlog_times, NetlogError};
 
 /// What one load of a page brought, against the page's objects.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Arrival {
     /// Page name.
     pub page: String,

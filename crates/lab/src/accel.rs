@@ -590,18 +590,12 @@ pub fn run(config: &AccelLabConfig, progress: &Progress) -> Result<SectionReport
     needs_root()?;
     let folder = ResultFolder::create(&config.out, "accel", "mewa lab accel", config)?;
     let work = folder.path().join("work");
-    std::fs::create_dir_all(&work).map_err(|e| ExperimentError::Input {
-        path: work.clone(),
-        message: e.to_string(),
-    })?;
+    std::fs::create_dir_all(&work).map_err(ExperimentError::io("creating", &work))?;
     let mut journal = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(folder.path().join(JOURNAL))
-        .map_err(|e| ExperimentError::Input {
-            path: folder.path().join(JOURNAL),
-            message: e.to_string(),
-        })?;
+        .map_err(ExperimentError::io("opening", folder.path().join(JOURNAL)))?;
     let total = config.down_kbps.len()
         * config.runs
         * corpus.pages.len()
@@ -1166,21 +1160,7 @@ fn per_page(runs: &[AccelRun], tool: &str, variants: &[&str]) -> Option<Section>
 /// The report of an earlier run, from its result folder (`runs.jsonl`).
 pub fn report_again(dir: &Path) -> Result<SectionReport, ExperimentError> {
     let config: AccelLabConfig = mewa_report::read_config(&dir.join("config.json"))?;
-    let text = std::fs::read_to_string(dir.join(JOURNAL)).map_err(|e| ExperimentError::Input {
-        path: dir.join(JOURNAL),
-        message: e.to_string(),
-    })?;
-    let mut runs = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let r: AccelRun = serde_json::from_str(line).map_err(|e| ExperimentError::Input {
-            path: dir.join(JOURNAL),
-            message: format!("line {}: {e}", i + 1),
-        })?;
-        runs.push(r);
-    }
+    let runs = mewa_report::Journal::<AccelRun>::open(dir)?.into_records();
     let folder = ResultFolder::existing(dir)?;
     Ok(report(&config, runs, Some(folder)))
 }

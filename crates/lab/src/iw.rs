@@ -275,18 +275,12 @@ pub fn run(config: &IwConfig, progress: &Progress) -> Result<SectionReport, Expe
         .create(true)
         .append(true)
         .open(folder.path().join(JOURNAL))
-        .map_err(|e| ExperimentError::Input {
-            path: folder.path().join(JOURNAL),
-            message: e.to_string(),
-        })?;
+        .map_err(ExperimentError::io("opening", folder.path().join(JOURNAL)))?;
     let mut runs = Vec::new();
     for &wired in &config.wired_rtts_ms {
         let rtt_ms = config.radio_rtt_ms + wired;
         let one_way = Duration::from_micros(rtt_ms * 500);
-        std::fs::create_dir_all(&logs).map_err(|e| ExperimentError::Input {
-            path: logs.clone(),
-            message: e.to_string(),
-        })?;
+        std::fs::create_dir_all(&logs).map_err(ExperimentError::io("creating", &logs))?;
         let options = LinkOptions {
             log_dir: Some(logs.clone()),
             file_prefix: Some("iw.".into()),
@@ -809,9 +803,9 @@ pub fn report(config: &IwConfig, runs: Vec<IwRun>, folder: Option<ResultFolder>)
 /// `runs.jsonl` (without the link's drops and queueing delay).
 pub fn report_again(dir: &std::path::Path) -> Result<SectionReport, ExperimentError> {
     let config: IwConfig = mewa_report::read_config(&dir.join("config.json"))?;
-    let input = |path: &std::path::Path, message: String| ExperimentError::Input {
+    let input = |path: &std::path::Path, message: String| ExperimentError::NoRecordings {
         path: path.to_path_buf(),
-        message,
+        why: message,
     };
     let path = dir.join("result.json");
     let runs = match std::fs::read_to_string(&path) {

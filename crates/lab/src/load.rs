@@ -10,10 +10,12 @@ use std::time::Duration;
 use mewa_link::runtime::LinkOptions;
 use serde::{Deserialize, Serialize};
 
+use mewa_corpus::Corpus;
+
 use crate::baseline;
-use crate::bed::Bed;
+use crate::bed::{Bed, OriginSettings};
 use crate::experiment::{
-    needs_root, rtt_in_range, CorpusChoice, ExperimentError, OriginChoice, Progress,
+    needs_root, rtt_in_range, CorpusChoice, Experiment, ExperimentError, OriginChoice, Run, Unit,
 };
 use mewa_loader::har::to_har;
 use mewa_loader::metrics::{bytes_per_rtt_bin, max_bytes_per_bin, PageMetrics};
@@ -145,52 +147,109 @@ fn options(config: &Config) -> Result<LoadOptions, ExperimentError> {
     Ok(opts)
 }
 
-/// Loads every page once and returns the report (and writes the HAR and
-/// JSON files it was asked for). Needs root.
-pub fn run(config: &Config, progress: &Progress) -> Result<LoadReport, ExperimentError> {
-    rtt_in_range("--rtt", config.rtt_ms)?;
-    let corpus = config.corpus.load()?;
-    let opts = options(config)?;
-    let origin = config.origin.settings()?;
-    needs_root()?;
-    let folder = match &config.out {
-        Some(out) => Some(ResultFolder::create(out, "load", "mewa lab load", config)?),
-        None => None,
-    };
-    let bed = Bed::start(
-        &corpus,
-        baseline::link(config.rate_bps, config.rtt_ms),
-        LinkOptions::default(),
-        &origin,
-    )?;
-    let opts = bed.options(opts);
-    let mut records = Vec::new();
-    for (i, page) in corpus.pages.iter().enumerate() {
-        progress.step(i, corpus.pages.len(), &page.name);
-        let rec = bed.load(page, &opts)?;
-        if !rec.ok() {
-            tracing::warn!(
-                "{} did not load completely: {}",
-                page.name,
-                rec.first_error().unwrap_or_default()
-            );
+/// `mewa lab load`, prepared: the configuration, its pages and the
+/// loader's options.
+#[derive(Debug)]
+pub struct Load {
+    config: Config,
+    corpus: Corpus,
+    opts: LoadOptions,
+    origin: OriginSettings,
+}
+
+/// A unit's key: the page.
+fn key(page: &str) -> String {
+    format!("page/{page}")
+}
+
+impl Experiment for Load {
+    const NAME: &'static str = "load";
+    const COMMAND: &'static str = "mewa lab load";
+    type Config = Config;
+    type Record = LoadRecord;
+    type Report = LoadReport;
+
+    fn prepare(config: &Config) -> Result<Load, ExperimentError> {
+        rtt_in_range("--rtt", config.rtt_ms)?;
+        Ok(Load {
+            config: config.clone(),
+            corpus: config.corpus.load()?,
+            opts: options(config)?,
+            origin: config.origin.settings()?,
+        })
+    }
+
+    fn config(&self) -> &Config {
+        &self.config
+    }
+
+    fn out(&self) -> Option<&Path> {
+        self.config.out.as_deref()
+    }
+
+    fn check_machine(&self) -> Result<(), ExperimentError> {
+        needs_root()
+    }
+
+    fn units(&self) -> Vec<Unit> {
+        self.corpus
+            .pages
+            .iter()
+            .map(|p| Unit::one(key(&p.name), p.name.clone()))
+            .collect()
+    }
+
+    fn execute(&self, run: &mut Run<'_, LoadRecord>) -> Result<(), ExperimentError> {
+        if !run.any_left("") {
+            return Ok(());
         }
-        records.push(rec);
+        let bed = Bed::start(
+            &self.corpus,
+            baseline::link(self.config.rate_bps, self.config.rtt_ms),
+            LinkOptions::default(),
+            &self.origin,
+        )?;
+        let opts = bed.options(self.opts.clone());
+        for page in &self.corpus.pages {
+            let key = key(&page.name);
+            if run.is_done(&key) {
+                continue;
+            }
+            run.begin(&key);
+            let rec = bed.load(page, &opts)?;
+            if !rec.ok() {
+                tracing::warn!(
+                    "{} did not load completely: {}",
+                    page.name,
+                    rec.first_error().unwrap_or_default()
+                );
+            }
+            run.finish(&key, vec![rec])?;
+        }
+        bed.shutdown()?;
+        Ok(())
     }
-    progress.step(corpus.pages.len(), corpus.pages.len(), "done");
-    bed.shutdown()?;
-    let report = LoadReport {
-        config: config.clone(),
-        records,
-        folder,
-    };
-    if let Some(p) = &config.har {
-        write_file(p, &to_json("the HAR capture", &to_har(&report.records))?)?;
+
+    /// The report; writes the HAR and JSON files the configuration asks
+    /// for beside it.
+    fn report(
+        &self,
+        records: Vec<LoadRecord>,
+        folder: Option<ResultFolder>,
+    ) -> Result<LoadReport, ExperimentError> {
+        let report = LoadReport {
+            config: self.config.clone(),
+            records,
+            folder,
+        };
+        if let Some(p) = &self.config.har {
+            write_file(p, &to_json("the HAR capture", &to_har(&report.records))?)?;
+        }
+        if let Some(p) = &self.config.json {
+            write_file(p, &report.json()?)?;
+        }
+        Ok(report)
     }
-    if let Some(p) = &config.json {
-        write_file(p, &report.json()?)?;
-    }
-    Ok(report)
 }
 
 /// The loads of one `mewa lab load`.

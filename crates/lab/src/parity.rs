@@ -5,8 +5,7 @@
 //! load, its own connections), over the same emulated link, back to back.
 //!
 //! A baseline slower than a browser would flatter every gain measured
-//! against it (issue 17, "An honest baseline"). Two checks per page, on the
-//! medians of the runs:
+//! against it. Two checks per page, on the medians of the runs:
 //! - **discovery**: the moment the loader had requested every object is
 //!   no later than Chromium's (from Chromium's NetLog);
 //! - **PLT**: where the two differ by more than 10 %, the report says where
@@ -18,10 +17,12 @@ use std::path::{Path, PathBuf};
 use mewa_link::runtime::LinkOptions;
 use serde::{Deserialize, Serialize};
 
-use crate::bed::{link_of, Bed};
+use mewa_corpus::Corpus;
+
+use crate::bed::{link_of, Bed, OriginSettings};
 use crate::experiment::{
-    at_least_one, needs_root, read_traces, rtt_in_range, CorpusChoice, ExperimentError,
-    OriginChoice, Progress,
+    at_least_one, needs_root, read_traces, rtt_in_range, Browser, CorpusChoice, Experiment,
+    ExperimentError, OriginChoice, Run, Unit,
 };
 use crate::replay::{with_chromium, with_loader};
 use mewa_chromium::Arrival;
@@ -37,7 +38,8 @@ pub struct Config {
     pub corpus: CorpusChoice,
     /// The origin's congestion control and CA.
     pub origin: OriginChoice,
-    /// Loads per page by each of the two (issue 17: at least 5).
+    /// Loads per page by each of the two (at least 5 for a median worth
+    /// reading).
     pub runs: usize,
     /// Link rate both ways, bit/s (seed 000: 32 Mbit/s); unused with a trace.
     pub rate_bps: u64,
@@ -158,112 +160,185 @@ pub struct ParityReport {
     folder: Option<ResultFolder>,
 }
 
-/// Loads every page `runs` times with the loader and with Chromium, back
-/// to back, over one testbed. Needs root and Chromium.
-pub fn run(config: &Config, progress: &Progress) -> Result<ParityReport, ExperimentError> {
-    at_least_one("--runs", config.runs)?;
-    rtt_in_range("--rtt", config.rtt_ms)?;
-    if !config.chromium.exists() {
-        return Err(ExperimentError::Config {
-            field: "--chromium",
-            message: format!(
-                "no Chromium at {} (apt-get install chromium, or --chromium PATH)",
-                config.chromium.display()
+/// `mewa lab parity`, prepared: the configuration, its pages, the link.
+#[derive(Debug)]
+pub struct Parity {
+    config: Config,
+    corpus: Corpus,
+    origin: OriginSettings,
+    down: RateSpec,
+    up: RateSpec,
+}
+
+/// One load's journal record: which browser loaded which page in which
+/// run, and what arrived.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ParityLoad {
+    /// The page.
+    pub page: String,
+    /// The run.
+    pub run: usize,
+    /// Who loaded it.
+    pub browser: Browser,
+    /// What arrived, and when.
+    pub arrival: Arrival,
+}
+
+/// A unit's key: the run and the page (both browsers, back to back).
+fn key(run: usize, page: &str) -> String {
+    format!("run{run}/{page}")
+}
+
+impl Experiment for Parity {
+    const NAME: &'static str = "parity";
+    const COMMAND: &'static str = "mewa lab parity";
+    type Config = Config;
+    type Record = ParityLoad;
+    type Report = ParityReport;
+
+    fn prepare(config: &Config) -> Result<Parity, ExperimentError> {
+        at_least_one("--runs", config.runs)?;
+        rtt_in_range("--rtt", config.rtt_ms)?;
+        let corpus = config.corpus.load()?;
+        let origin = config.origin.settings()?;
+        let (down, up) = match &config.trace {
+            Some(t) => {
+                let (_, d, u) = read_traces(t, config.uplink.as_deref())?;
+                (RateSpec::Trace(d), RateSpec::Trace(u))
+            }
+            None => (
+                RateSpec::Constant {
+                    bps: config.rate_bps,
+                },
+                RateSpec::Constant {
+                    bps: config.rate_bps,
+                },
             ),
-        });
-    }
-    let corpus = config.corpus.load()?;
-    let origin = config.origin.settings()?;
-    let (down, up) = match &config.trace {
-        Some(t) => {
-            let (_, d, u) = read_traces(t, config.uplink.as_deref())?;
-            (RateSpec::Trace(d), RateSpec::Trace(u))
-        }
-        None => (
-            RateSpec::Constant {
-                bps: config.rate_bps,
-            },
-            RateSpec::Constant {
-                bps: config.rate_bps,
-            },
-        ),
-    };
-    needs_root()?;
-    let folder = match &config.out {
-        Some(out) => Some(ResultFolder::create(
-            out,
-            "parity",
-            "mewa lab parity",
-            config,
-        )?),
-        None => None,
-    };
-    let bed = Bed::start(
-        &corpus,
-        link_of(config.rtt_ms, down, up),
-        LinkOptions::default(),
-        &origin,
-    )?;
-    let work = std::env::temp_dir().join(format!("mewa-parity-{}", std::process::id()));
-    std::fs::create_dir_all(&work).map_err(|e| ExperimentError::Input {
-        path: work.clone(),
-        message: e.to_string(),
-    })?;
-    let ca_dir = origin.ca_dir.clone();
-    let mut pages: Vec<ParityPage> = corpus
-        .pages
-        .iter()
-        .map(|p| ParityPage {
-            page: p.name.clone(),
-            objects: p.objects.len(),
-            compute_ms: p.total_compute_ms(),
-            loader: Vec::new(),
-            chromium: Vec::new(),
+        };
+        Ok(Parity {
+            config: config.clone(),
+            corpus,
+            origin,
+            down,
+            up,
         })
-        .collect();
-    let total = config.runs * corpus.pages.len() * 2;
-    let mut done = 0;
-    for r in 0..config.runs {
-        for (page, out) in corpus.pages.iter().zip(pages.iter_mut()) {
-            // Alternate who goes first, so neither always meets the
-            // trace's same stretch.
-            for chromium_first in [r % 2 == 1, r % 2 == 0] {
-                progress.step(
-                    done,
-                    total,
-                    &format!(
-                        "run {}/{}, {} ({})",
-                        r + 1,
-                        config.runs,
-                        page.name,
-                        if chromium_first { "Chromium" } else { "loader" }
-                    ),
-                );
-                done += 1;
-                if chromium_first {
-                    out.chromium.push(with_chromium(
-                        &bed,
-                        page,
-                        &crate::replay::Browser::plain(&config.chromium),
-                        &ca_dir,
-                        &work,
-                        None,
-                        None,
-                    )?);
-                } else {
-                    out.loader.push(with_loader(&bed, page)?);
+    }
+
+    fn config(&self) -> &Config {
+        &self.config
+    }
+
+    fn out(&self) -> Option<&Path> {
+        self.config.out.as_deref()
+    }
+
+    fn check_machine(&self) -> Result<(), ExperimentError> {
+        crate::browser::check_binary(&self.config.chromium)?;
+        needs_root()
+    }
+
+    fn units(&self) -> Vec<Unit> {
+        let runs = self.config.runs;
+        (0..runs)
+            .flat_map(|r| {
+                self.corpus.pages.iter().map(move |p| Unit {
+                    key: key(r, &p.name),
+                    what: format!("run {}/{runs}, {}", r + 1, p.name),
+                    loads: 2,
+                })
+            })
+            .collect()
+    }
+
+    /// Every page `runs` times with the loader and with Chromium, back to
+    /// back, over one testbed.
+    fn execute(&self, run: &mut Run<'_, ParityLoad>) -> Result<(), ExperimentError> {
+        if !run.any_left("") {
+            return Ok(());
+        }
+        let bed = Bed::start(
+            &self.corpus,
+            link_of(self.config.rtt_ms, self.down.clone(), self.up.clone()),
+            LinkOptions::default(),
+            &self.origin,
+        )?;
+        let work = std::env::temp_dir().join(format!("mewa-parity-{}", std::process::id()));
+        std::fs::create_dir_all(&work).map_err(ExperimentError::io("creating", &work))?;
+        for r in 0..self.config.runs {
+            for page in &self.corpus.pages {
+                let key = key(r, &page.name);
+                if run.is_done(&key) {
+                    continue;
                 }
+                run.begin(&key);
+                let mut loads = Vec::with_capacity(2);
+                // Alternate who goes first, so neither always meets the
+                // trace's same stretch.
+                for chromium_first in [r % 2 == 1, r % 2 == 0] {
+                    let (browser, arrival) = if chromium_first {
+                        let a = with_chromium(
+                            &bed,
+                            page,
+                            &crate::replay::Browser::plain(&self.config.chromium),
+                            &self.origin.ca_dir,
+                            &work,
+                            None,
+                            None,
+                        )?;
+                        (Browser::Chromium, a)
+                    } else {
+                        (Browser::Loader, with_loader(&bed, page)?)
+                    };
+                    loads.push(ParityLoad {
+                        page: page.name.clone(),
+                        run: r,
+                        browser,
+                        arrival,
+                    });
+                }
+                run.finish(&key, loads)?;
             }
         }
+        let _ = std::fs::remove_dir_all(&work);
+        bed.shutdown()?;
+        Ok(())
     }
-    progress.step(total, total, "done");
-    let _ = std::fs::remove_dir_all(&work);
-    bed.shutdown()?;
-    Ok(ParityReport {
-        config: config.clone(),
-        pages,
-        folder,
-    })
+
+    fn report(
+        &self,
+        records: Vec<ParityLoad>,
+        folder: Option<ResultFolder>,
+    ) -> Result<ParityReport, ExperimentError> {
+        let pages = self
+            .corpus
+            .pages
+            .iter()
+            .map(|p| {
+                let mut page = ParityPage {
+                    page: p.name.clone(),
+                    objects: p.objects.len(),
+                    compute_ms: p.total_compute_ms(),
+                    loader: Vec::new(),
+                    chromium: Vec::new(),
+                };
+                let mut mine: Vec<&ParityLoad> =
+                    records.iter().filter(|l| l.page == p.name).collect();
+                mine.sort_by_key(|l| l.run);
+                for l in mine {
+                    match l.browser {
+                        Browser::Loader => page.loader.push(l.arrival.clone()),
+                        Browser::Chromium => page.chromium.push(l.arrival.clone()),
+                    }
+                }
+                page
+            })
+            .collect();
+        Ok(ParityReport {
+            config: self.config.clone(),
+            pages,
+            folder,
+        })
+    }
 }
 
 impl ParityReport {

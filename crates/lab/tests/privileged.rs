@@ -6,13 +6,15 @@
 use std::time::Duration;
 
 use mewa_corpus::{generate, Corpus, Preset};
-use mewa_lab::baseline::{self, Setup as BaselineSetup};
+use mewa_lab::baseline;
 use mewa_lab::bed::{Bed, OriginSettings};
+use mewa_lab::experiment::Experiment;
 use mewa_lab::experiment::Progress;
 use mewa_link::runtime::{self, LinkOptions};
 use mewa_loader::metrics::PageMetrics;
 use mewa_loader::record::Protocol;
 use mewa_loader::LoadOptions;
+use mewa_testkit::TempDir;
 
 fn skip(test: &str) -> bool {
     if let Err(e) = runtime::probe() {
@@ -99,11 +101,22 @@ fn baseline_runs_a_small_grid_and_compares_with_the_model() {
     if skip("baseline_runs_a_small_grid_and_compares_with_the_model") {
         return;
     }
-    let corpus = small_corpus();
-    let cfg = BaselineSetup {
+    let dir = TempDir::new("baseline-run");
+    let corpus_file = dir.join("corpus.json");
+    std::fs::write(&corpus_file, small_corpus().to_json()).unwrap();
+    let cfg = baseline::Config {
+        corpus: mewa_lab::experiment::CorpusChoice {
+            path: Some(corpus_file),
+            pages: Vec::new(),
+        },
+        origin: mewa_lab::experiment::OriginChoice {
+            ca_dir: Some(ca_dir("baseline")),
+            ..Default::default()
+        },
         rtts_ms: vec![50, 150],
         runs: 2,
-        ..BaselineSetup::seed000(ca_dir("baseline"))
+        out: dir.join("out"),
+        ..baseline::Config::default()
     };
     let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = seen.clone();
@@ -111,8 +124,9 @@ fn baseline_runs_a_small_grid_and_compares_with_the_model() {
         assert!(p.done <= p.total);
         counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     });
-    let res = baseline::run_setup(&corpus, &cfg, &progress).unwrap();
-    assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 5);
+    let res = baseline::Baseline::run(&cfg, &progress).unwrap().result;
+    // One step as it starts, one per load, one as it ends.
+    assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 6);
     assert_eq!(res.runs.len(), 4);
     assert!(res.runs.iter().all(|r| r.ok), "{:?}", res.runs);
     assert_eq!(res.cells.len(), 2);

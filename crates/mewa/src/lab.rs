@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use mewa_lab::experiment::{find_trace, CorpusChoice, OriginChoice, Progress};
+use mewa_lab::experiment::{find_trace, CorpusChoice, Experiment, OriginChoice, Progress};
 use mewa_lab::load::AssignRule;
 use mewa_lab::meh::{BrowserPages, Dispatch, Policy, Rrc};
 use mewa_lab::{accel, baseline, cellular, fld, iw, load, meh, parity};
@@ -671,7 +671,7 @@ impl CorpusArgs {
             origin.ca_dir = Some(absolute(d)?);
         }
         if let Some(c) = &self.cc {
-            origin.cc = c.clone();
+            origin.cc = c.parse().map_err(|e| anyhow::anyhow!("--cc: {e}"))?;
         }
         Ok(())
     }
@@ -973,13 +973,13 @@ pub fn run(cmd: LabCmd) -> anyhow::Result<()> {
         LabSub::Baseline(a) => {
             let c = a.config()?;
             let total = c.rtts_ms.len() * c.runs;
-            let report =
-                with_bar(total, |p| baseline::run(&c, p)).context("baseline experiment")?;
+            let report = with_bar(total, |p| baseline::Baseline::run(&c, p))
+                .context("baseline experiment")?;
             finish(&report)
         }
         LabSub::Load(a) => {
             let c = a.config()?;
-            let report = load::run(&c, &Progress::none())?;
+            let report = load::Load::run(&c, &Progress::none())?;
             print!("{}", report.text());
             if let Some(p) = &c.har {
                 println!("HAR: {}", p.display());
@@ -999,8 +999,8 @@ pub fn run(cmd: LabCmd) -> anyhow::Result<()> {
         }
         LabSub::Parity(a) => {
             let c = a.config()?;
-            let report =
-                with_bar(c.runs * 2, |p| parity::run(&c, p)).context("parity experiment")?;
+            let report = with_bar(c.runs * 2, |p| parity::Parity::run(&c, p))
+                .context("parity experiment")?;
             finish(&report)
         }
         LabSub::Fld(a) => run_fld(a.which),

@@ -1,4 +1,4 @@
-//! The first experiment (issue 4): load pages over one HTTP/2 connection
+//! The first experiment: load pages over one HTTP/2 connection
 //! through the link emulator with real kernel TCP, and set the measured load
 //! times beside seed 000's T_HTTP model.
 //!
@@ -17,7 +17,7 @@
 
 mod report;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use mewa_corpus::{Corpus, Page};
@@ -26,9 +26,10 @@ use mewa_link::runtime::LinkOptions;
 use mewa_model::http::{t_http, t_http_rounds, TcpPath};
 use serde::{Deserialize, Serialize};
 
-use crate::bed::{link_of, Bed, BedError, OriginSettings};
+use crate::bed::{link_of, Bed, OriginSettings};
 use crate::experiment::{
-    at_least_one, needs_root, rtt_in_range, CorpusChoice, ExperimentError, OriginChoice, Progress,
+    at_least_one, needs_root, rtt_in_range, CorpusChoice, Experiment, ExperimentError,
+    OriginChoice, Run, Unit,
 };
 use mewa_loader::metrics::PageMetrics;
 use mewa_loader::record::{LoadRecord, Protocol};
@@ -74,34 +75,158 @@ impl Default for Config {
     }
 }
 
-/// Runs the grid and returns the report; the result folder under
-/// [`Config::out`] holds `config.json` from the start. Needs root.
-pub fn run(config: &Config, progress: &Progress) -> Result<BaselineReport, ExperimentError> {
-    at_least_one("--runs", config.runs)?;
-    at_least_one("--rtt", config.rtts_ms.len())?;
-    for &rtt in &config.rtts_ms {
-        rtt_in_range("--rtt", rtt)?;
+/// `mewa lab baseline`, prepared: the configuration, its pages and the
+/// resolved grid.
+#[derive(Debug)]
+pub struct Baseline {
+    config: Config,
+    corpus: Corpus,
+    setup: Setup,
+}
+
+/// One load's journal record: the load, and for the first run of each
+/// page and RTT its whole record (the HAR export).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BaselineLoad {
+    /// The load's figures.
+    pub run: BaselineRun,
+    /// The load record, first runs only.
+    pub sample: Option<LoadRecord>,
+}
+
+/// A unit's key: the RTT, the run and the page.
+fn key(rtt_ms: u64, run: usize, page: &str) -> String {
+    format!("rtt{rtt_ms}/run{run}/{page}")
+}
+
+impl Experiment for Baseline {
+    const NAME: &'static str = "baseline";
+    const COMMAND: &'static str = "mewa lab baseline";
+    type Config = Config;
+    type Record = BaselineLoad;
+    type Report = BaselineReport;
+
+    fn prepare(config: &Config) -> Result<Baseline, ExperimentError> {
+        at_least_one("--runs", config.runs)?;
+        at_least_one("--rtt", config.rtts_ms.len())?;
+        for &rtt in &config.rtts_ms {
+            rtt_in_range("--rtt", rtt)?;
+        }
+        if config.rate_bps == 0 {
+            return Err(ExperimentError::Config {
+                field: "--rate",
+                message: "give a rate above 0 (e.g. 20mbit)".into(),
+            });
+        }
+        let corpus = config.corpus.load()?;
+        let origin = config.origin.settings()?;
+        let setup = Setup {
+            rate_bps: config.rate_bps,
+            rtts_ms: config.rtts_ms.clone(),
+            runs: config.runs,
+            tls: config.tls,
+            congestion: origin.congestion,
+            ..Setup::seed000(origin.ca_dir)
+        };
+        Ok(Baseline {
+            config: config.clone(),
+            corpus,
+            setup,
+        })
     }
-    if config.rate_bps == 0 {
-        return Err(ExperimentError::Config {
-            field: "--rate",
-            message: "give a rate above 0 (e.g. 20mbit)".into(),
-        });
+
+    fn config(&self) -> &Config {
+        &self.config
     }
-    let corpus = config.corpus.load()?;
-    let origin = config.origin.settings()?;
-    let setup = Setup {
-        rate_bps: config.rate_bps,
-        rtts_ms: config.rtts_ms.clone(),
-        runs: config.runs,
-        tls: config.tls,
-        congestion: origin.congestion,
-        ..Setup::seed000(origin.ca_dir)
-    };
-    needs_root()?;
-    let folder = ResultFolder::create(&config.out, "baseline", "mewa lab baseline", config)?;
-    let result = run_setup(&corpus, &setup, progress)?;
-    Ok(BaselineReport::new(config.clone(), &corpus, result, folder))
+
+    fn out(&self) -> Option<&Path> {
+        Some(&self.config.out)
+    }
+
+    fn check_machine(&self) -> Result<(), ExperimentError> {
+        needs_root()
+    }
+
+    fn units(&self) -> Vec<Unit> {
+        let cfg = &self.setup;
+        let mut units = Vec::new();
+        for &rtt in &cfg.rtts_ms {
+            for r in 0..cfg.runs {
+                for page in &self.corpus.pages {
+                    units.push(Unit::one(
+                        key(rtt, r, &page.name),
+                        format!("RTT {rtt} ms, run {}/{}, {}", r + 1, cfg.runs, page.name),
+                    ));
+                }
+            }
+        }
+        units
+    }
+
+    /// One testbed per RTT; every page is loaded `runs` times, the pages
+    /// interleaved run by run.
+    fn execute(&self, run: &mut Run<'_, BaselineLoad>) -> Result<(), ExperimentError> {
+        let cfg = &self.setup;
+        let origin = OriginSettings {
+            congestion: cfg.congestion.clone(),
+            ca_dir: cfg.ca_dir.clone(),
+            iw: None,
+        };
+        for &rtt in &cfg.rtts_ms {
+            if !run.any_left(&format!("rtt{rtt}/")) {
+                continue;
+            }
+            let bed = Bed::start(
+                &self.corpus,
+                link(cfg.rate_bps, rtt),
+                LinkOptions::default(),
+                &origin,
+            )?;
+            let opts = bed.options(LoadOptions {
+                timeout: cfg.timeout,
+                ..LoadOptions::browser(Protocol::H2, cfg.tls)
+            });
+            for r in 0..cfg.runs {
+                for page in &self.corpus.pages {
+                    let key = key(rtt, r, &page.name);
+                    if run.is_done(&key) {
+                        continue;
+                    }
+                    run.begin(&key);
+                    let rec = bed.load(page, &opts)?;
+                    let load = BaselineLoad {
+                        run: one_run(page, rtt, r, &rec),
+                        sample: (r == 0).then_some(rec),
+                    };
+                    run.finish(&key, vec![load])?;
+                }
+            }
+            bed.shutdown()?;
+        }
+        Ok(())
+    }
+
+    fn report(
+        &self,
+        records: Vec<BaselineLoad>,
+        folder: Option<ResultFolder>,
+    ) -> Result<BaselineReport, ExperimentError> {
+        let mut runs = Vec::with_capacity(records.len());
+        let mut samples = Vec::new();
+        for l in records {
+            if let Some(rec) = l.sample {
+                samples.push((l.run.rtt_ms, rec));
+            }
+            runs.push(l.run);
+        }
+        let result = result(&self.corpus, &self.setup, runs, samples);
+        Ok(BaselineReport::new(
+            self.config.clone(),
+            &self.corpus,
+            result,
+            folder,
+        ))
+    }
 }
 
 /// The grid as the runner uses it (resolved from a [`Config`]).
@@ -142,8 +267,8 @@ impl Setup {
 }
 
 /// One load.
-#[derive(Debug, Clone, Serialize)]
-pub struct Run {
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BaselineRun {
     /// Page name.
     pub page: String,
     /// Page bytes (sum of bodies).
@@ -220,7 +345,7 @@ pub struct BaselineResult {
     /// The configuration it ran with.
     pub config: Setup,
     /// Every load.
-    pub runs: Vec<Run>,
+    pub runs: Vec<BaselineRun>,
     /// Per page and RTT.
     pub cells: Vec<Cell>,
     /// Per RTT.
@@ -237,63 +362,30 @@ pub fn link(rate_bps: u64, rtt_ms: u64) -> LinkConfig {
     link_of(rtt_ms, rate.clone(), rate)
 }
 
-/// Runs the grid of `cfg` over every page of `corpus`.
-pub fn run_setup(
+/// The result of the grid's loads: every load, per page and RTT beside
+/// the model, per RTT.
+fn result(
     corpus: &Corpus,
     cfg: &Setup,
-    progress: &Progress,
-) -> Result<BaselineResult, BedError> {
-    let total = cfg.rtts_ms.len() * cfg.runs * corpus.pages.len();
-    let mut done = 0;
-    let mut runs = Vec::with_capacity(total);
-    let mut samples = Vec::new();
-    let origin = OriginSettings {
-        congestion: cfg.congestion.clone(),
-        ca_dir: cfg.ca_dir.clone(),
-        iw: None,
-    };
-    for &rtt in &cfg.rtts_ms {
-        let bed = Bed::start(
-            corpus,
-            link(cfg.rate_bps, rtt),
-            LinkOptions::default(),
-            &origin,
-        )?;
-        let opts = bed.options(LoadOptions {
-            timeout: cfg.timeout,
-            ..LoadOptions::browser(Protocol::H2, cfg.tls)
-        });
-        for r in 0..cfg.runs {
-            for page in &corpus.pages {
-                let what = format!("RTT {rtt} ms, run {}/{}, {}", r + 1, cfg.runs, page.name);
-                progress.step(done, total, &what);
-                let rec = bed.load(page, &opts)?;
-                runs.push(one_run(page, rtt, r, &rec));
-                if r == 0 {
-                    samples.push((rtt, rec));
-                }
-                done += 1;
-            }
-        }
-        bed.shutdown()?;
-    }
-    progress.step(done, total, "done");
+    runs: Vec<BaselineRun>,
+    samples: Vec<(u64, LoadRecord)>,
+) -> BaselineResult {
     let cells = cells(corpus, cfg, &runs);
     let per_rtt = cfg.rtts_ms.iter().map(|&r| summary(r, &cells)).collect();
-    Ok(BaselineResult {
+    BaselineResult {
         config: cfg.clone(),
         runs,
         cells,
         per_rtt,
         samples,
-    })
+    }
 }
 
-fn one_run(page: &Page, rtt_ms: u64, run: usize, rec: &LoadRecord) -> Run {
+fn one_run(page: &Page, rtt_ms: u64, run: usize, rec: &LoadRecord) -> BaselineRun {
     let m = PageMetrics::from_record(rec);
     let ok = rec.ok();
     let error = (!ok).then(|| rec.first_error().unwrap_or_else(|| "incomplete".into()));
-    Run {
+    BaselineRun {
         page: page.name.clone(),
         page_bytes: page.total_bytes(),
         objects: page.objects.len(),
@@ -326,11 +418,11 @@ fn ape(model: f64, measured: Option<f64>) -> Option<f64> {
         .map(|m| (model - m).abs() / m)
 }
 
-fn cells(corpus: &Corpus, cfg: &Setup, runs: &[Run]) -> Vec<Cell> {
+fn cells(corpus: &Corpus, cfg: &Setup, runs: &[BaselineRun]) -> Vec<Cell> {
     let mut out = Vec::new();
     for &rtt in &cfg.rtts_ms {
         for page in &corpus.pages {
-            let mine: Vec<&Run> = runs
+            let mine: Vec<&BaselineRun> = runs
                 .iter()
                 .filter(|r| r.ok && r.rtt_ms == rtt && r.page == page.name)
                 .collect();

@@ -22,7 +22,7 @@ pub struct BaselineReport {
     pub result: BaselineResult,
     corpus_name: String,
     pages: usize,
-    folder: ResultFolder,
+    folder: Option<ResultFolder>,
 }
 
 impl BaselineReport {
@@ -31,7 +31,7 @@ impl BaselineReport {
         config: Config,
         corpus: &Corpus,
         result: BaselineResult,
-        folder: ResultFolder,
+        folder: Option<ResultFolder>,
     ) -> BaselineReport {
         BaselineReport {
             config,
@@ -164,7 +164,7 @@ impl Report for BaselineReport {
     }
 
     fn folder(&self) -> Option<&ResultFolder> {
-        Some(&self.folder)
+        self.folder.as_ref()
     }
 }
 

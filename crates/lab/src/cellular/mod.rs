@@ -623,6 +623,7 @@ pub fn run(
         None
     };
     let folder = ResultFolder::create(&config.out, "cellular", "mewa lab cellular", config)?;
+    let mut journal = mewa_report::Journal::<CellRun>::open(folder.path())?;
     let pcaps = folder.path().join("pcap");
     // Chromium's profiles, one per session, removed after it.
     let work = folder.path().join("work");
@@ -639,10 +640,7 @@ pub fn run(
             for k in &knobs {
                 let tag = format!("{}-{network}-{}", profile.name, k.name);
                 let dir = pcaps.join(&tag);
-                std::fs::create_dir_all(&dir).map_err(|e| ExperimentError::Input {
-                    path: dir.clone(),
-                    message: e.to_string(),
-                })?;
+                std::fs::create_dir_all(&dir).map_err(ExperimentError::io("creating", &dir))?;
                 let settings = OriginSettings {
                     congestion: k.cc.clone(),
                     ..origin.clone()
@@ -693,10 +691,7 @@ pub fn run(
                         Duration::from_millis(config.sample_ms.max(1)),
                         Filter::All,
                     )
-                    .map_err(|e| ExperimentError::Input {
-                        path: PathBuf::from("sock_diag"),
-                        message: format!("sampling TCP_INFO in {SERVER}: {e}"),
-                    })?;
+                    .map_err(ExperimentError::Sampler)?;
                     let timeout = Duration::from_secs(config.timeout_s.max(1));
                     let mut user_data = None;
                     let browser = if config.browser == CHROMIUM {
@@ -794,10 +789,7 @@ pub fn run(
                 finish_runs(&mut pending, &wire, &series, &mut traces);
                 // Each testbed's loads go to runs.jsonl as soon as they are
                 // complete: a run stopped half-way keeps them.
-                append_runs(
-                    &folder.path().join("runs.jsonl"),
-                    pending.iter().map(|p| &p.run),
-                )?;
+                journal.append(&tag, pending.iter().map(|p| p.run.clone()).collect())?;
                 runs.extend(pending.into_iter().map(|p| p.run));
                 if !config.keep_pcaps {
                     let _ = std::fs::remove_dir_all(&dir);
@@ -812,31 +804,6 @@ pub fn run(
     drop(cgroup);
     progress.step(total, total, "done");
     Ok(report(config, runs, traces, Some(folder)))
-}
-
-/// Appends `runs` to `path`, one JSON object per line.
-fn append_runs<'a>(
-    path: &Path,
-    runs: impl Iterator<Item = &'a CellRun>,
-) -> Result<(), ExperimentError> {
-    use std::io::Write;
-    let err = |e: std::io::Error| ExperimentError::Input {
-        path: path.to_path_buf(),
-        message: format!("appending the loads: {e}"),
-    };
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(err)?;
-    for r in runs {
-        let line = serde_json::to_string(r).map_err(|e| ExperimentError::Input {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
-        writeln!(f, "{line}").map_err(err)?;
-    }
-    Ok(())
 }
 
 /// The radio and counters when a load began, and the counters' change
@@ -1048,14 +1015,12 @@ type OneWay = (Vec<(u64, u32)>, Vec<Retransmission>, Vec<u64>);
 fn read_wire(dir: &Path) -> Result<Wire, ExperimentError> {
     let read = |name: &str| -> Result<OneWay, ExperimentError> {
         let path = dir.join(name);
-        let bytes = std::fs::read(&path).map_err(|e| ExperimentError::Input {
-            path: path.clone(),
-            message: format!("reading the link's capture: {e}"),
-        })?;
+        let bytes = std::fs::read(&path)
+            .map_err(ExperimentError::io("reading the link's capture", &path))?;
         let (records, _cut) =
-            mewa_link::pcap::read_pcap_lossy(&bytes).map_err(|e| ExperimentError::Input {
+            mewa_link::pcap::read_pcap_lossy(&bytes).map_err(|source| ExperimentError::Pcap {
                 path: path.clone(),
-                message: e.to_string(),
+                source,
             })?;
         let packets = records.iter().map(|r| (r.at_us, r.orig_len)).collect();
         let segments: Vec<retrans::Segment> = records

@@ -95,30 +95,28 @@ impl LabCgroup {
     /// Creates `mewa-lab-<pid>` under the cgroup v2 mount and moves this
     /// process into it.
     pub fn enter() -> Result<LabCgroup, ExperimentError> {
-        let input = |path: &Path, message: String| ExperimentError::Input {
-            path: path.to_path_buf(),
-            message,
-        };
         let mounts = std::fs::read_to_string("/proc/self/mounts")
-            .map_err(|e| input(Path::new("/proc/self/mounts"), e.to_string()))?;
-        let root = cgroup2_mount(&mounts).ok_or_else(|| {
-            input(
-                Path::new("/proc/self/mounts"),
-                "no cgroup2 hierarchy is mounted; the RTO fix's sock_ops program needs one \
-                 (mount -t cgroup2 none /sys/fs/cgroup/unified)"
-                    .into(),
-            )
+            .map_err(ExperimentError::io("reading", "/proc/self/mounts"))?;
+        let root = cgroup2_mount(&mounts).ok_or_else(|| ExperimentError::Rto {
+            what: "no cgroup2 hierarchy is mounted; the RTO fix's sock_ops program needs one \
+                   (mount -t cgroup2 none /sys/fs/cgroup/unified)"
+                .into(),
+            source: None,
         })?;
         let own = std::fs::read_to_string("/proc/self/cgroup")
-            .map_err(|e| input(Path::new("/proc/self/cgroup"), e.to_string()))?;
+            .map_err(ExperimentError::io("reading", "/proc/self/cgroup"))?;
         let back = root.join(cgroup2_path(&own).unwrap_or("/").trim_start_matches('/'));
         remove_stale(&root);
         let path = root.join(format!("mewa-lab-{}", std::process::id()));
-        std::fs::create_dir_all(&path).map_err(|e| input(&path, e.to_string()))?;
+        std::fs::create_dir_all(&path)
+            .map_err(ExperimentError::io("creating the cgroup", &path))?;
         let pid = std::process::id().to_string();
         if let Err(e) = std::fs::write(path.join("cgroup.procs"), &pid) {
             let _ = std::fs::remove_dir(&path);
-            return Err(input(&path, format!("moving this process in: {e}")));
+            return Err(ExperimentError::io(
+                "moving this process into the cgroup",
+                &path,
+            )(e));
         }
         Ok(LabCgroup { path, back })
     }
@@ -179,9 +177,12 @@ pub fn attach_syn_rto(
             IpAddr::V6(_) => None,
         })
         .collect();
-    mewa_cc_bpf::rto::attach(cgroup, &rules).map_err(|e| ExperimentError::Input {
-        path: cgroup.to_path_buf(),
-        message: format!("attaching the mewa_rto sock_ops program: {e}"),
+    mewa_cc_bpf::rto::attach(cgroup, &rules).map_err(|e| ExperimentError::Rto {
+        what: format!(
+            "attaching the mewa_rto sock_ops program to {}",
+            cgroup.display()
+        ),
+        source: Some(Box::new(e)),
     })
 }
 
@@ -233,34 +234,26 @@ pub fn apply_floor(
         if let Some(ns) = &ns {
             cmd.args(["-n", ns]);
         }
-        let out = cmd
-            .args(args)
-            .output()
-            .map_err(|e| ExperimentError::Input {
-                path: "ip".into(),
-                message: format!("running ip (iproute2): {e}"),
-            })?;
+        let out = cmd.args(args).output().map_err(|e| ExperimentError::Rto {
+            what: "running ip (iproute2)".into(),
+            source: Some(Box::new(e)),
+        })?;
         if !out.status.success() {
-            return Err(ExperimentError::Input {
-                path: "ip".into(),
-                message: format!(
+            return Err(ExperimentError::Rto {
+                what: format!(
                     "ip {} in {host}: {}",
                     args.join(" "),
                     String::from_utf8_lossy(&out.stderr).trim()
                 ),
+                source: None,
             });
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     };
     for &peer in peers {
         let got = ip(&["route".into(), "get".into(), peer.to_string()])?;
-        let args =
-            route_args(peer, got.lines().next().unwrap_or(""), floor).map_err(|message| {
-                ExperimentError::Input {
-                    path: "ip".into(),
-                    message,
-                }
-            })?;
+        let args = route_args(peer, got.lines().next().unwrap_or(""), floor)
+            .map_err(|what| ExperimentError::Rto { what, source: None })?;
         ip(&args)?;
     }
     Ok(())

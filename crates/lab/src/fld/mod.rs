@@ -216,9 +216,9 @@ pub fn bulk(config: &BulkConfig, progress: &Progress) -> Result<SectionReport, E
                     Some(_) => transfer::run_quic(&s, &ca_dir, &dir),
                     None => transfer::run(&s, &dir),
                 }
-                .map_err(|e| ExperimentError::Input {
-                    path: dir.clone(),
-                    message: e.to_string(),
+                .map_err(|source| ExperimentError::Transfer {
+                    what: format!("of {bytes} B with {label}"),
+                    source,
                 })?;
                 runs.push(BulkRun {
                     bytes,
@@ -422,12 +422,8 @@ pub fn fairness(
             Flow::Tcp { cc: FLD.into() },
             Flow::Tcp { cc: other.clone() },
         ];
-        let cross = Cross::start(&topo, &flows, Duration::from_secs(1)).map_err(|e| {
-            ExperimentError::Input {
-                path: PathBuf::from(XSEND),
-                message: e.to_string(),
-            }
-        })?;
+        let cross =
+            Cross::start(&topo, &flows, Duration::from_secs(1)).map_err(ExperimentError::Cross)?;
         std::thread::sleep(Duration::from_secs(config.duration_s));
         let log = cross.stop();
         topo.shutdown()
@@ -947,10 +943,7 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<SectionReport,
     let folder = ResultFolder::create(&config.out, "fld-pages", "mewa lab fld pages", config)?;
     // Chromium's profiles and NetLogs while a load runs.
     let work = std::env::temp_dir().join(format!("mewa-fld-{}", std::process::id()));
-    std::fs::create_dir_all(&work).map_err(|e| ExperimentError::Input {
-        path: work.clone(),
-        message: e.to_string(),
-    })?;
+    std::fs::create_dir_all(&work).map_err(ExperimentError::io("creating", &work))?;
     let total = settings.len()
         * config.loads
         * corpus.pages.len()
@@ -985,12 +978,8 @@ pub fn pages(config: &PagesConfig, progress: &Progress) -> Result<SectionReport,
         )?;
         let topo = bed.running()?;
         set_client_rmem(topo, CLIENT, config.client_rmem)?;
-        let cross = Cross::start(topo, &setting.cross, Duration::from_secs(1)).map_err(|e| {
-            ExperimentError::Input {
-                path: PathBuf::from(XSEND),
-                message: e.to_string(),
-            }
-        })?;
+        let cross = Cross::start(topo, &setting.cross, Duration::from_secs(1))
+            .map_err(ExperimentError::Cross)?;
         std::thread::sleep(Duration::from_secs(config.warmup_s));
         for run in 0..config.loads {
             for page in &corpus.pages {
