@@ -817,9 +817,9 @@ async fn other_hosts_images_wait_for_the_urgent_objects_only_when_asked() {
 /// most a handshake round trip after its request (on loopback next to
 /// nothing: the origin thinks 300 ms over the document and not over the
 /// images, and they must not wait those 300 ms out; the wait's rule is
-/// `session.rs`'s `images_wait_for_the_head_or_the_deadline`). Without it
-/// none waits. Either way nothing stalls and the browser gets every
-/// object from the prefetch.
+/// `session/document.rs`'s `images_wait_for_the_head_or_the_deadline`).
+/// Without it none waits. Either way nothing stalls and the browser gets
+/// every object from the prefetch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn images_on_the_documents_connection_never_stall() {
     use std::sync::atomic::Ordering::Relaxed;

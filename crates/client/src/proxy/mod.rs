@@ -30,10 +30,11 @@
 //! [`Session`] is the part a program uses without the proxy: resolve with
 //! the hint, plan, connect, and send requests on the planned connections.
 //!
-//! Layout: `session` is the client side (resolve with the hint, plan,
-//! connect, prefetch, dispatch); `front` is what the browser talks to (the
-//! HTTP/1.1, HTTP/2 and TLS listener, the open-proxy refusals, forwarding
-//! to a session).
+//! Layout: `session` is the client side, a file per job (opening and
+//! connecting, placement, forwarding and the counted body, the document
+//! first, the prefetch, its page-wide budget, responses kept whole);
+//! `front` is what the browser talks to (the HTTP/1.1, HTTP/2 and TLS
+//! listener, the open-proxy refusals, forwarding to a session).
 
 mod front;
 mod session;
