@@ -7,14 +7,14 @@ use http::Response;
 use mewa_corpus::Scheme;
 use tokio::task::JoinSet;
 
-use crate::iw::{ConnWindow, IwFactory, IwPolicy, QuicSlot};
+use crate::iw::{with_grant, ConnWindow, IwFactory, IwPolicy, QuicSlot};
+use crate::quic_cc::QuicCongestion;
 use crate::respond::{respond, HttpOptions};
-use crate::server::{with_grant, QuicCongestion};
 use crate::store::Store;
 
 /// What a QUIC connection needs to grant initial windows: its own
-/// controller (the origin's, wrapped in [`IwController`] on a slot of its
-/// own), hence its own server configuration.
+/// controller (the origin's, wrapped in [`crate::iw::IwController`] on a
+/// slot of its own), hence its own server configuration.
 #[derive(Clone)]
 pub(crate) struct QuicIw {
     /// The endpoint's configuration.

@@ -205,6 +205,24 @@ impl ConnWindow {
     }
 }
 
+/// This connection's initial-window grant, if the origin grants them.
+pub(crate) type Window = Option<Arc<ConnWindow>>;
+
+/// `response` with the grant `window` made for `req`, if any, said in its
+/// headers: how every HTTP version's server answers a request that asks.
+pub(crate) fn with_grant<B, R>(
+    window: &Window,
+    req: &http::Request<B>,
+    mut response: http::Response<R>,
+) -> http::Response<R> {
+    if let Some(g) = window.as_ref().and_then(|w| w.on_request(req.headers())) {
+        response
+            .headers_mut()
+            .insert(GRANTED_HEADER, g.header_value());
+    }
+    response
+}
+
 /// Stores `segments` for the socket and switches its control so that
 /// `init()` applies it; returns what the control set.
 fn set_tcp(

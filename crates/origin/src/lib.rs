@@ -45,9 +45,9 @@ pub mod tls;
 mod h3srv;
 
 pub use iw::IwPolicy;
-pub use quic_cc::{QuicCc, QuicCcError};
+pub use quic_cc::{QuicCc, QuicCcError, QuicCongestion};
 pub use respond::{respond, HttpOptions};
-pub use server::{run_until_ctrl_c, serve, Origin, OriginConfig, OriginError, QuicCongestion};
+pub use server::{run_until_ctrl_c, serve, Origin, OriginConfig, OriginError};
 pub use store::{Entry, Store, StoreError};
 pub use tcp::{
     available_congestion_controls, bind_tcp, congestion_of, AcceptHook, TcpError, TcpOptions,

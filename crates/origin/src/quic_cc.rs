@@ -28,7 +28,10 @@ use quinn::congestion::{
 };
 use quinn_proto::RttEstimator;
 
-use crate::server::QuicCongestion;
+/// A congestion controller factory for QUIC connections: what
+/// [`QuicCc::factory`] gives and [`crate::OriginConfig::quic_congestion`]
+/// takes.
+pub type QuicCongestion = Arc<dyn ControllerFactory + Send + Sync + 'static>;
 
 /// Which `mewa-cc` controller a [`CoreConfig`] builds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

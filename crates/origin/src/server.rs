@@ -20,17 +20,18 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::headguard::HeadGuard;
-use crate::iw::{ConnWindow, IwPolicy};
+use crate::iw::{with_grant, ConnWindow, IwPolicy, Window};
 use crate::respond::{respond, think_time, HttpOptions};
 use crate::store::{Store, StoreError};
 use crate::tcp::{bind_tcp, AcceptHook, TcpError, TcpOptions};
 use crate::tls::{Ca, Certs, TlsError};
 
+/// The factory [`OriginConfig::quic_congestion`] takes, named here too: it
+/// lives with the QUIC controllers that make it.
+pub use crate::quic_cc::QuicCongestion;
+
 /// Largest request body read (and discarded): only GET and HEAD are served.
 const MAX_REQUEST_BODY: usize = 64 * 1024;
-
-/// A congestion controller factory for QUIC connections.
-pub type QuicCongestion = Arc<dyn quinn::congestion::ControllerFactory + Send + Sync + 'static>;
 
 /// What to serve and where.
 #[derive(Clone)]
@@ -437,24 +438,6 @@ impl Drop for SourceSlot {
             }
         }
     }
-}
-
-/// This connection's initial-window grant, if the origin grants them.
-pub(crate) type Window = Option<Arc<ConnWindow>>;
-
-/// `response` with the grant `window` made for `req`, if any, said in its
-/// headers.
-pub(crate) fn with_grant<B, R>(
-    window: &Window,
-    req: &http::Request<B>,
-    mut response: http::Response<R>,
-) -> http::Response<R> {
-    if let Some(g) = window.as_ref().and_then(|w| w.on_request(req.headers())) {
-        response
-            .headers_mut()
-            .insert(crate::iw::GRANTED_HEADER, g.header_value());
-    }
-    response
 }
 
 async fn serve_tcp(stream: TcpStream, tls: Option<TlsAcceptor>, ctx: Arc<Ctx>, window: Window) {
