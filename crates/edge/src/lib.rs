@@ -18,6 +18,8 @@
 //!   the rules in `dns::general`, and its child `dns::general::fast`, the
 //!   common query shape answered from its wire bytes.
 //! - [`monitor`]: edge→origin RTT by TCP connect time, smoothed (EWMA).
+//! - [`net`]: a network `addr/prefix`, the clients queries are forwarded
+//!   for.
 //! - [`server`]: the DNS runtime (UDP with SO_REUSEPORT, TCP, forwarding,
 //!   metrics).
 //! - [`hints`]: the hint book, every known page's hint encoded ahead of time.
@@ -35,6 +37,7 @@ pub mod egress;
 
 pub mod hints;
 pub mod monitor;
+pub mod net;
 pub mod rrl;
 pub mod server;
 pub mod state;

@@ -32,10 +32,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::task::JoinSet;
 
-use crate::config::Net;
 use crate::cookie;
 use crate::dns::{Answered, HintServed, Outcome, Responder, Transport};
 use crate::hints::HintBook;
+use crate::net::Net;
 use crate::rrl::Verdict;
 
 /// How long an upstream may take to answer a forwarded query.
