@@ -14,6 +14,7 @@ mod link;
 mod model;
 mod origin;
 mod output;
+mod units;
 
 use clap::{Parser, Subcommand};
 

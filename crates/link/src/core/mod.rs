@@ -142,12 +142,15 @@ pub enum SpecError {
         /// What is wrong.
         why: String,
     },
-    /// A duration could not be read.
-    #[error("bad duration {0:?}: use a number with a unit, e.g. 20ms, 1.5s, 250us")]
+    /// A duration could not be read (a bare number has no unit).
+    #[error("bad duration {0:?}: use a number with a unit, e.g. 150ms, 2s, 250us")]
     Duration(String),
-    /// A rate could not be read.
-    #[error("bad rate {0:?}: use a number with a unit, e.g. 20mbit, 500kbit, 1gbit")]
+    /// A rate could not be read (a bare number has no unit).
+    #[error("bad rate {0:?}: use a number with a unit in bit/s, e.g. 4096kbit, 32mbit, 1gbit")]
     Rate(String),
+    /// A size could not be read (a bare number has no unit).
+    #[error("bad size {0:?}: use a number with a unit, e.g. 500kB, 2MB, 1500B, 64KiB")]
+    Size(String),
     /// A loss probability outside [0, 1].
     #[error("loss must be a probability between 0 and 1, got {0}")]
     Loss(String),
@@ -217,18 +220,21 @@ impl QueueSpec {
     }
 }
 
-/// Parses `20ms`, `1.5s`, `250us`, `0` into a duration.
+/// Splits `20ms` into its number and its unit; `None` for a bare number
+/// or no number at all: every quantity on mewa's command lines carries its
+/// unit, so that `--rtt 150` cannot be read as seconds by one command and
+/// milliseconds by another.
+fn number_and_unit(t: &str) -> Option<(f64, &str)> {
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (num, unit) = t.split_at(split);
+    Some((num.parse().ok()?, unit.trim()))
+}
+
+/// Parses `20ms`, `1.5s`, `250us`, `0ms` into a duration; a bare number is
+/// refused.
 pub fn parse_duration(s: &str) -> Result<Duration, SpecError> {
     let bad = || SpecError::Duration(s.to_string());
-    let t = s.trim();
-    if t == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(bad)?;
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().map_err(|_| bad())?;
+    let (v, unit) = number_and_unit(s.trim()).ok_or_else(bad)?;
     let secs = match unit {
         "s" => v,
         "ms" => v / 1e3,
@@ -242,17 +248,14 @@ pub fn parse_duration(s: &str) -> Result<Duration, SpecError> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// Parses `20mbit`, `500kbit`, `1gbit`, `64000` (bit/s) into bit/s.
+/// Parses `20mbit`, `500kbit`, `1gbit`, `64000bit` (bit/s; `mbps`, `Mbit/s`
+/// too) into bit/s; a bare number is refused.
 pub fn parse_rate(s: &str) -> Result<u64, SpecError> {
     let bad = || SpecError::Rate(s.to_string());
     let t = s.trim().to_ascii_lowercase();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().map_err(|_| bad())?;
+    let (v, unit) = number_and_unit(&t).ok_or_else(bad)?;
     let mult = match unit.trim_end_matches("/s").trim_end_matches("ps") {
-        "" | "bit" | "b" => 1.0,
+        "bit" | "b" => 1.0,
         "kbit" | "k" | "kb" => 1e3,
         "mbit" | "m" | "mb" => 1e6,
         "gbit" | "g" | "gb" => 1e9,
@@ -263,6 +266,28 @@ pub fn parse_rate(s: &str) -> Result<u64, SpecError> {
         return Err(bad());
     }
     Ok(bps.round() as u64)
+}
+
+/// Parses `500kB`, `2MB`, `1500B`, `64KiB` into bytes (kB = 1000 B, KiB =
+/// 1024 B); a bare number is refused.
+pub fn parse_size(s: &str) -> Result<u64, SpecError> {
+    let bad = || SpecError::Size(s.to_string());
+    let (v, unit) = number_and_unit(s.trim()).ok_or_else(bad)?;
+    let mult = match unit {
+        "B" => 1.0,
+        "kB" | "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(bad()),
+    };
+    let bytes = v * mult;
+    if !(bytes.is_finite() && (0.0..=1e15).contains(&bytes)) {
+        return Err(bad());
+    }
+    Ok(bytes.round() as u64)
 }
 
 /// One direction's settings.

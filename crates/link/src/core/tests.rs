@@ -340,9 +340,25 @@ fn parse_specs() {
     assert!(parse_duration("-1ms").is_err());
     assert_eq!(parse_rate("20mbit").unwrap(), 20_000_000);
     assert_eq!(parse_rate("1.5Mbps").unwrap(), 1_500_000);
-    assert_eq!(parse_rate("64000").unwrap(), 64_000);
+    assert_eq!(parse_rate("64000bit").unwrap(), 64_000);
+    assert_eq!(parse_rate("4096kbit").unwrap(), 4_096_000);
     assert!(parse_rate("fast").is_err());
     assert!(parse_rate("0").is_err());
+    // Every quantity carries its unit; a bare number is refused with a
+    // message that shows the accepted form.
+    let e = parse_rate("512").unwrap_err();
+    assert!(e.to_string().contains("4096kbit"), "{e}");
+    let e = parse_duration("150").unwrap_err();
+    assert!(e.to_string().contains("150ms"), "{e}");
+    assert!(parse_duration("0").is_err());
+    assert_eq!(parse_duration("0ms").unwrap(), Duration::ZERO);
+    assert_eq!(parse_size("500kB").unwrap(), 500_000);
+    assert_eq!(parse_size("2MB").unwrap(), 2_000_000);
+    assert_eq!(parse_size("64KiB").unwrap(), 65_536);
+    assert_eq!(parse_size("1500B").unwrap(), 1500);
+    let e = parse_size("500000").unwrap_err();
+    assert!(e.to_string().contains("500kB"), "{e}");
+    assert!(parse_size("5kb").is_err());
     let q: QueueSpec = "droptail:packets=100,bytes=150000".parse().unwrap();
     assert_eq!(
         q,
