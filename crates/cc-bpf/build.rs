@@ -72,7 +72,7 @@ fn build(out: &Path) -> Result<(), String> {
             .source(format!("src/bpf/{p}.bpf.c"))
             .clang_args([
                 format!("-I{}", out.display()),
-                // asm/types.h lives here on Debian (GUIDE §3).
+                // asm/types.h lives here on Debian.
                 format!("-I/usr/include/{arch}-linux-gnu"),
             ])
             .build_and_generate(&skel)

@@ -1,4 +1,4 @@
-//! `mewa-client`: the hint-aware client of seed 000 (issue 5, "Client").
+//! `mewa-client`: the hint-aware client of seed 000.
 //!
 //! - [`advice`] (pure): checks a received hint against sane bounds — it
 //!   comes from an unauthenticated channel — and turns it into a plan: the

@@ -3,7 +3,7 @@
 //!
 //! Seed 000's client plans n from "radio bandwidth × RTT", and a lab that
 //! hands it the link's configured rate, or a trace's mean, tells it
-//! something no phone knows (issue 17). This estimator uses only what the
+//! something no phone knows. This estimator uses only what the
 //! client observes: the bytes its recent loads received and when. Each
 //! load gives its **peak delivery rate**, the most bytes received in any
 //! window of `window` length divided by that length (the windowed maximum

@@ -1,6 +1,6 @@
 //! Deterministic response bodies that really reference the modelled objects,
 //! so that a real browser loading a corpus page fetches exactly the page's
-//! objects (issue 4).
+//! objects.
 //!
 //! Every body is exactly `size` bytes: the references first, then padding of
 //! the right syntax for the type (an HTML comment, a CSS/JS block comment,
@@ -155,7 +155,7 @@ pub fn min_body_size(page: &Page, id: u32, scheme: Scheme) -> Result<u64, BodyEr
 
 /// Where each reference of an HTML body ends: `(child id, byte offset just
 /// past its quoted URL)`, in body order. A browser's preload scanner finds a
-/// reference as soon as these bytes have arrived (issue 17: the loader
+/// reference as soon as these bytes have arrived (the loader
 /// discovers HTML references chunk by chunk, as Chromium does). Empty for
 /// other types and for responses a browser does not read.
 pub fn reference_ends(page: &Page, id: u32, scheme: Scheme) -> Result<Vec<(u32, u64)>, BodyError> {

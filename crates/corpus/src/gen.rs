@@ -1,5 +1,5 @@
 //! The seeded synthetic generator and its presets, one per workload of the
-//! seeds (issue 4): `meh15` (seed 000 §IV), `accel7` (seed 004 §IV),
+//! seeds: `meh15` (seed 000 §IV), `accel7` (seed 004 §IV),
 //! `complat` (seed 001 §4) and `general` (HTTP Archive / Web Almanac 2022
 //! mobile figures). docs/CORPUS.md gives every number and its source.
 //!

@@ -1,5 +1,4 @@
-//! `mewa-corpus`: the page corpus the lab serves and loads (issue 4, "Page
-//! corpus").
+//! `mewa-corpus`: the page corpus the lab serves and loads.
 //!
 //! - [`page`]: the model on disk — a [`Corpus`] of [`Page`]s, each a tree of
 //!   [`Object`]s with host, path, size, content type, parent, [`Discovery`] and

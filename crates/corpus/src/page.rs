@@ -2,7 +2,7 @@
 //! [`Object`]s, and its validation.
 //!
 //! The model keeps exactly what a loader needs to fetch a page the way a
-//! browser does (issue 4, "Page corpus"): where each object lives (host, path),
+//! browser does: where each object lives (host, path),
 //! how big its body is, what it is (content type), who references it (parent)
 //! and how the browser finds the reference (discovery), plus the computation a
 //! script costs before what it discovers can be fetched (seed 001 §1:

@@ -9,8 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// Named here too, where `dns.forward_from` is parsed.
-pub use crate::net::{Net, NetError};
+use crate::net::Net;
 
 /// A commented configuration with every key at its default.
 pub const EXAMPLE: &str = r#"# mewa edge configuration. Every key is optional; shown are the defaults.
@@ -368,7 +367,7 @@ impl Default for TracerConfig {
             every_s: 600,
             top_k: 20,
             window_s: 3600,
-            chromium: PathBuf::from("/usr/bin/chromium"),
+            chromium: PathBuf::from(mewa_chromium::DEFAULT_CHROMIUM),
             timeout_s: 30,
             user: crate::tracer::DEFAULT_USER.to_string(),
             no_sandbox: false,

@@ -1,4 +1,4 @@
-//! `mewa-edge`: the Mobile Edge Hint server (seed 000 §II, issue 5).
+//! `mewa-edge`: the Mobile Edge Hint server (seed 000 §II).
 //!
 //! The edge keeps page metadata and edge→origin latency and answers DNS with
 //! a compact hint (crate `mewa-hint` defines the hint and its DNS carriers).

@@ -1,6 +1,6 @@
 //! The page tracer: loads a page in headless Chromium and records what the
 //! edge must know about it — every object with its size and type, and the
-//! page's computation latency (issue 5).
+//! page's computation latency.
 //!
 //! Seed 000 §II: "We select the Chrome browser with *chrome-har-capturer*
 //! tool to periodically load and trace the target web page. The HTTP response
@@ -836,7 +836,7 @@ mod tests {
             "http://admin.localhost/",
             "http://intranet/",
             "http:///nohost",
-            // Forms a textual filter let through (issue 18).
+            // Forms a textual filter lets through.
             "http://127.0.0.1\\@a.example/",
             "http://127.0.0%2e1/",
             "http://127.0.0.\u{ff11}/",

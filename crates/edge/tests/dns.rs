@@ -11,7 +11,7 @@ use std::time::Duration;
 use hickory_proto::op::{Edns, Message, Query, ResponseCode};
 use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
 use hickory_proto::rr::{Name, RData, RecordType};
-use mewa_edge::config::Net;
+use mewa_edge::net::Net;
 use mewa_edge::server::Limits;
 use mewa_hint::dns::{decode_txt, txt_query_name, HintRequest, HintResponse, OPTION_CODE};
 use mewa_hint::page::synthetic_page;

@@ -81,7 +81,7 @@ pub struct ObjectMeta {
 
 /// The parts of a recorded exchange a replay needs and a hint does not: the
 /// lab serves an imported page with the recorded status codes, redirects,
-/// connection sharing and server think time (issue 17).
+/// connection sharing and server think time.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Recorded {
     /// HTTP status of the response (`None`: no response was recorded).

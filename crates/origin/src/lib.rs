@@ -1,4 +1,4 @@
-//! `mewa-origin`: the origin server of the lab (issue 4, "Origin server").
+//! `mewa-origin`: the origin server of the lab.
 //!
 //! One process serves a whole [`mewa_corpus::Corpus`] for all of its
 //! hostnames (virtual hosts chosen by `Host` / `:authority`):

@@ -4,7 +4,7 @@
 //! Accepted sockets inherit the listener's `TCP_CONGESTION` and buffer sizes,
 //! so setting them once on the listener sets them per connection. This is the
 //! only way inside a network namespace, where the system default (bbr here)
-//! cannot be changed (GUIDE §3). The hook is where the transport work sets a
+//! cannot be changed. The hook is where the transport work sets a
 //! per-connection initial window (e.g. switching the accepted socket to a BPF
 //! congestion control, whose `init()` reads the IW from socket storage).
 

@@ -8,7 +8,7 @@
 //! a SAN for every corpus host (plus `localhost`, 127.0.0.1 and ::1).
 //!
 //! Only ring is used as the crypto provider, passed explicitly, so no
-//! process-wide default has to be installed (GUIDE §3).
+//! process-wide default has to be installed.
 
 use std::io::Write;
 use std::net::IpAddr;

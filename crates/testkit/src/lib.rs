@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mewa_corpus::Corpus;
-use mewa_edge::config::Net;
 use mewa_edge::dns::{Responder, Zone};
 use mewa_edge::hints::{HintBook, HintPolicy};
+use mewa_edge::net::Net;
 use mewa_edge::server::{bind_dns, serve, EdgeDns, Limits};
 use mewa_hint::page::{OriginRtt, PageMeta};
 use mewa_origin::{HttpOptions, Origin, OriginConfig, TcpOptions};

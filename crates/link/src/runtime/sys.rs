@@ -127,8 +127,8 @@ pub(crate) fn write_dev_sysctl(
 
 /// Sets the congestion control of one TCP socket (`TCP_CONGESTION`).
 ///
-/// The default here is bbr and a network namespace cannot change it
-/// (GUIDE §3), so experiments choose per socket: cubic, reno, bbr or a BPF
+/// The default here is bbr and a network namespace cannot change it,
+/// so experiments choose per socket: cubic, reno, bbr or a BPF
 /// `struct_ops` algorithm by name.
 pub fn set_tcp_congestion<F: AsFd>(socket: &F, name: &str) -> std::io::Result<()> {
     socket::setsockopt(

@@ -48,7 +48,7 @@ const POOL_SLOTS: u32 = 1 << 14;
 /// MTU of every link device.
 const MTU: u16 = 1500;
 /// Transmit queue of the TUN devices: the default 500 drops packets before
-/// the emulator sees them when a fast sender bursts (GUIDE §3).
+/// the emulator sees them when a fast sender bursts.
 const TXQUEUELEN: u32 = 5000;
 /// Socket buffer limits set in every namespace: big enough for a window of
 /// a few BDPs at a few hundred Mbit/s and 100+ ms, so the receiver never
@@ -815,7 +815,7 @@ fn in_host<R: Send>(ns: Option<&str>, f: impl FnOnce() -> R + Send) -> Result<R,
     netns::run_in(Some(&path), f)
 }
 
-/// The sysctls every experiment namespace gets (GUIDE §3).
+/// The sysctls every experiment namespace gets.
 fn configure_namespace(forwards: bool) -> Result<(), Error> {
     // Runs must not inherit each other's cached RTT and cwnd.
     write_sysctl("net.ipv4.tcp_no_metrics_save", "1")?;
