@@ -56,7 +56,6 @@ macro_rules! named_enum {
         }
     };
 }
-#[allow(unused_imports)]
 pub(crate) use named_enum;
 
 named_enum! {

@@ -2,10 +2,8 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
-use mewa_lab::experiment::CorpusChoice;
-use mewa_lab::iw;
+use mewa_lab::iw::{Arm, Config, Iw, Transport};
 
 use super::args::{absolute, CaArgs, RunArgs};
 use crate::units;
@@ -32,11 +30,11 @@ pub struct IwArgs {
     wired_rtt: Vec<u64>,
     /// Transports: h3 (QUIC), h2 (TCP) [default: h3,h2].
     #[arg(long, value_delimiter = ',')]
-    transport: Vec<String>,
+    transport: Vec<Transport>,
     /// Arms: default (IW 10), aware (seed 001), fixed (--fixed-iw for every
     /// page) [default: default,aware,fixed].
     #[arg(long, value_delimiter = ',')]
-    arm: Vec<String>,
+    arm: Vec<Arm>,
     /// The fixed arm's window, segments [default: 100].
     #[arg(long)]
     fixed_iw: Option<u32>,
@@ -63,16 +61,13 @@ pub struct IwArgs {
 }
 
 impl IwArgs {
-    fn config(&self) -> anyhow::Result<iw::IwConfig> {
-        let mut c: iw::IwConfig = self.run.base()?;
+    fn config(&self) -> anyhow::Result<Config> {
+        let mut c: Config = self.run.base()?;
         if let Some(p) = &self.corpus {
-            c.corpus = Some(CorpusChoice {
-                path: Some(absolute(p)?),
-                pages: Vec::new(),
-            });
+            c.corpus.path = Some(absolute(p)?);
         }
         if !self.pages.is_empty() {
-            c.pages = self.pages.clone();
+            c.corpus.pages = self.pages.clone();
         }
         if !self.shares.is_empty() {
             c.shares = self.shares.clone();
@@ -94,22 +89,13 @@ impl IwArgs {
         if self.slow_start_after_idle.is_some() {
             c.slow_start_after_idle = self.slow_start_after_idle;
         }
-        if let Some(d) = &self.ca.ca_dir {
-            c.ca_dir = Some(absolute(d)?);
-        }
+        self.ca.apply(&mut c.origin)?;
         c.out = self.run.out.clone().unwrap_or(c.out);
         Ok(c)
     }
 
     pub(super) fn run(&self) -> anyhow::Result<()> {
-        if let Some(dir) = &self.run.report {
-            let report = iw::report_again(dir)
-                .with_context(|| format!("{}: not a mewa lab iw result folder", dir.display()))?;
-            return super::finish(&report);
-        }
-        let c = self.config()?;
-        let report = super::with_bar(|p| iw::run(&c, p)).context("iw experiment")?;
-        super::finish(&report)
+        super::run_experiment::<Iw>(&self.run, || self.config())
     }
 }
 
@@ -128,7 +114,7 @@ mod tests {
             };
             a
         };
-        assert_eq!(iw_args(&[]).config().unwrap(), iw::IwConfig::default());
+        assert_eq!(iw_args(&[]).config().unwrap(), Config::default());
         let c = iw_args(&[
             "--shares",
             "0,0.35",
@@ -156,10 +142,10 @@ mod tests {
         assert_eq!(c.slow_start_after_idle, Some(false));
         assert_eq!(c.shares, vec![0.0, 0.35]);
         assert_eq!(c.wired_rtts_ms, vec![75]);
-        assert_eq!(c.protocols, vec!["h3".to_string()]);
-        assert_eq!(c.arms, vec!["default".to_string(), "aware".to_string()]);
+        assert_eq!(c.protocols, vec![Transport::H3]);
+        assert_eq!(c.arms, vec![Arm::Default, Arm::Aware]);
         assert_eq!((c.fixed_iw, c.iw_max, c.runs), (64, 150, 3));
         assert_eq!(c.alpha, 0.5);
-        assert_eq!(c.pages, vec!["400k".to_string()]);
+        assert_eq!(c.corpus.pages, vec!["400k".to_string()]);
     }
 }
