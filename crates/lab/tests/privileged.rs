@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use mewa_corpus::{generate, Corpus, Preset};
-use mewa_lab::baseline;
 use mewa_lab::bed::{Bed, OriginSettings};
 use mewa_lab::experiment::Experiment;
 use mewa_lab::experiment::Progress;
+use mewa_lab::{accel, baseline};
 use mewa_link::runtime::{self, LinkOptions};
 use mewa_loader::metrics::PageMetrics;
 use mewa_loader::record::Protocol;
@@ -242,32 +242,31 @@ fn accel_experiment_folds_the_page_onto_one_connection() {
         return;
     }
     let out = std::env::temp_dir().join(format!("mewa-lab-accel-{}", std::process::id()));
-    let config = mewa_lab::accel::AccelLabConfig {
-        ca_dir: Some(ca_dir("accel")),
+    let config = accel::Config {
+        origin: mewa_lab::experiment::OriginChoice {
+            ca_dir: Some(ca_dir("accel")),
+            ..Default::default()
+        },
         rtt_ms: 150,
         down_kbps: vec![8000],
-        tools: vec![mewa_lab::accel::LOADER.into()],
-        variants: mewa_lab::accel::ALL_VARIANTS
-            .iter()
-            .map(|v| (*v).to_owned())
-            .collect(),
+        tools: vec![mewa_lab::experiment::Browser::Loader],
+        variants: accel::Variant::ALL.to_vec(),
         runs: 1,
         out: out.clone(),
-        ..mewa_lab::accel::AccelLabConfig::default()
+        ..accel::Config::default()
     };
-    let report = mewa_lab::accel::run(&config, &Progress::none()).unwrap();
-    let runs: Vec<mewa_lab::accel::AccelRun> =
-        serde_json::from_value(report.json["runs"].clone()).unwrap();
+    let report = accel::Accel::run(&config, &Progress::none()).unwrap();
+    let runs: Vec<accel::AccelRun> = serde_json::from_value(report.json["runs"].clone()).unwrap();
     assert_eq!(runs.len(), 6, "{runs:?}");
     for r in &runs {
         assert!(r.plt_s.is_some(), "{} failed: {:?}", r.variant, r.error);
         let n = r.connections.unwrap();
-        match r.variant.as_str() {
-            "accel-cold" | "accel-warm" => assert_eq!(n, 1, "{r:?}"),
+        match r.variant {
+            accel::Variant::AccelCold | accel::Variant::AccelWarm => assert_eq!(n, 1, "{r:?}"),
             // Seed 000's count at 8 Mbit/s and 150 ms (a BDP of ten
             // initial windows): several, all to the accelerator.
-            "accel-meh" => assert!((2..=6).contains(&n), "{r:?}"),
-            "h2" => assert_eq!(n, 8, "{r:?}"),
+            accel::Variant::AccelMeh => assert!((2..=6).contains(&n), "{r:?}"),
+            accel::Variant::H2 => assert_eq!(n, 8, "{r:?}"),
             _ => assert!(n >= 8, "{r:?}"),
         }
     }
@@ -285,19 +284,21 @@ fn accel_experiment_runs_in_chromium() {
         return;
     };
     let out = std::env::temp_dir().join(format!("mewa-lab-accel-chr-{}", std::process::id()));
-    let config = mewa_lab::accel::AccelLabConfig {
-        ca_dir: Some(ca_dir("accel-chr")),
+    let config = accel::Config {
+        origin: mewa_lab::experiment::OriginChoice {
+            ca_dir: Some(ca_dir("accel-chr")),
+            ..Default::default()
+        },
         rtt_ms: 40,
         down_kbps: vec![8000],
-        variants: vec!["h2".into(), "accel-warm".into()],
+        variants: vec![accel::Variant::H2, accel::Variant::AccelWarm],
         chromium,
         runs: 1,
         out: out.clone(),
-        ..mewa_lab::accel::AccelLabConfig::default()
+        ..accel::Config::default()
     };
-    let report = mewa_lab::accel::run(&config, &Progress::none()).unwrap();
-    let runs: Vec<mewa_lab::accel::AccelRun> =
-        serde_json::from_value(report.json["runs"].clone()).unwrap();
+    let report = accel::Accel::run(&config, &Progress::none()).unwrap();
+    let runs: Vec<accel::AccelRun> = serde_json::from_value(report.json["runs"].clone()).unwrap();
     assert_eq!(runs.len(), 2, "{runs:?}");
     for r in &runs {
         assert!(r.plt_s.is_some(), "{} failed: {:?}", r.variant, r.error);

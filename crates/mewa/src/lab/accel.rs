@@ -2,12 +2,11 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
-use mewa_lab::accel;
-use mewa_lab::experiment::CorpusChoice;
+use mewa_lab::accel::{Accel, Config, Variant};
+use mewa_lab::experiment::Browser;
 
-use super::args::{absolute, CaArgs, RunArgs};
+use super::args::{absolute, CaArgs, CorpusArgs, RunArgs};
 use crate::units;
 
 /// `mewa lab accel`'s flags.
@@ -15,13 +14,10 @@ use crate::units;
 pub struct AccelArgs {
     #[command(flatten)]
     run: RunArgs,
-    /// Your own pages instead of accel7: a corpus JSON or recordings (the
-    /// page's main host is accelerated, every other host folded).
-    #[arg(long)]
-    corpus: Option<PathBuf>,
-    /// Only pages whose name contains this text (repeatable).
-    #[arg(long = "page")]
-    pages: Vec<String>,
+    /// Your own pages instead of accel7 (each page's main host is
+    /// accelerated, every other host folded).
+    #[command(flatten)]
+    corpus: CorpusArgs,
     /// Downlink rates, comma-separated
     /// [default: 128kbit,256kbit,512kbit,1024kbit,2048kbit,4096kbit].
     #[arg(long, value_delimiter = ',', value_parser = units::kbit)]
@@ -36,10 +32,10 @@ pub struct AccelArgs {
     /// five]; accel-meh (the warm accelerator with the Mobile Edge Hint
     /// client's connection count and size balancing) with --tool loader.
     #[arg(long, value_delimiter = ',')]
-    variant: Vec<String>,
+    variant: Vec<Variant>,
     /// Tools: chromium (headline), loader (quick sweep) [default: chromium].
     #[arg(long, value_delimiter = ',')]
-    tool: Vec<String>,
+    tool: Vec<Browser>,
     /// Chromium binary [default: /usr/bin/chromium].
     #[arg(long)]
     chromium: Option<PathBuf>,
@@ -63,19 +59,9 @@ pub struct AccelArgs {
 }
 
 impl AccelArgs {
-    fn config(&self) -> anyhow::Result<accel::AccelLabConfig> {
-        let mut c: accel::AccelLabConfig = self.run.base()?;
-        if let Some(p) = &self.corpus {
-            c.corpus = Some(CorpusChoice {
-                path: Some(absolute(p)?),
-                pages: self.pages.clone(),
-            });
-        } else if !self.pages.is_empty() {
-            c.corpus = Some(CorpusChoice {
-                path: None,
-                pages: self.pages.clone(),
-            });
-        }
+    fn config(&self) -> anyhow::Result<Config> {
+        let mut c: Config = self.run.base()?;
+        self.corpus.apply(&mut c.corpus)?;
         if !self.down.is_empty() {
             c.down_kbps = self.down.clone();
         }
@@ -94,27 +80,53 @@ impl AccelArgs {
         c.max_age_s = self.max_age.unwrap_or(c.max_age_s);
         c.dns = self.dns.unwrap_or(c.dns);
         c.keep_netlogs |= self.keep_netlogs;
-        if let Some(d) = &self.ca.ca_dir {
-            c.ca_dir = Some(absolute(d)?);
-        }
+        self.ca.apply(&mut c.origin)?;
         c.out = self.run.out.clone().unwrap_or(c.out);
         Ok(c)
     }
 
     pub(super) fn run(&self) -> anyhow::Result<()> {
-        if let Some(dir) = &self.run.report {
-            let report = accel::report_again(dir).with_context(|| {
-                format!("{}: not a mewa lab accel result folder", dir.display())
-            })?;
-            return super::finish(&report);
-        }
-        let c = self.config()?;
-        let report = super::with_bar(|p| accel::run(&c, p)).context("accel experiment")?;
-        super::finish(&report)
+        super::run_experiment::<Accel>(&self.run, || self.config())
     }
 }
 
 /// A max-age in whole seconds that fits a `Cache-Control` header.
 fn max_age(s: &str) -> Result<u32, String> {
     u32::try_from(units::secs(s)?).map_err(|_| format!("{s}: too long"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{parse, parse_error, LabSub};
+    use super::*;
+
+    #[test]
+    fn flags_are_typed_and_take_units() {
+        let LabSub::Accel(a) = parse(&["accel"]) else {
+            panic!("not accel")
+        };
+        assert_eq!(a.config().unwrap(), Config::default());
+        let LabSub::Accel(a) = parse(&[
+            "accel",
+            "--down",
+            "256kbit,1mbit",
+            "--rtt",
+            "150ms",
+            "--tool",
+            "loader",
+            "--variant",
+            "h2,accel-warm",
+        ]) else {
+            panic!("not accel")
+        };
+        let c = a.config().unwrap();
+        assert_eq!(c.down_kbps, vec![256, 1000]);
+        assert_eq!(c.tools, vec![Browser::Loader]);
+        assert_eq!(c.variants, vec![Variant::H2, Variant::AccelWarm]);
+        for bare in [&["accel", "--rtt", "150"][..], &["accel", "--down", "512"]] {
+            let e = parse_error(bare);
+            assert!(e.contains("150ms") || e.contains("4096kbit"), "{e}");
+        }
+        assert!(parse_error(&["accel", "--variant", "spdy"]).contains("spdy"));
+    }
 }

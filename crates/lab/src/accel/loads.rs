@@ -1,0 +1,209 @@
+//! One load of `mewa lab accel`: the page (folded when it goes through
+//! the accelerator) by the built-in loader or by headless Chromium, which
+//! looks names up with the edge's DNS across the link or is given them.
+
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use mewa_accel::cache::Purge;
+use mewa_accel::site::Site;
+use mewa_corpus::Page;
+use mewa_loader::record::Protocol;
+use mewa_loader::LoadOptions;
+
+use super::servers::Running;
+use super::sites::folded_page;
+use super::{Config, Variant};
+use crate::bed::Bed;
+use crate::experiment::{Browser, ExperimentError};
+
+/// One load: (PLT s, connections) or why it failed.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn load_one(
+    bed: &Bed,
+    accel: &Running,
+    sites: &[Arc<Site>],
+    config: &Config,
+    page: &Page,
+    (variant, tool, down_kbps): (Variant, Browser, u64),
+    work: &Path,
+    keep_netlog: Option<&Path>,
+) -> Result<Result<(f64, Option<usize>), String>, ExperimentError> {
+    let through_accel = variant.through_accel();
+    if variant == Variant::AccelCold {
+        accel.accel.cache().purge(&Purge::All);
+    }
+    let scheme = if variant == Variant::H1 {
+        "http"
+    } else {
+        "https"
+    };
+    let main = page.root().map(|r| r.host.clone()).unwrap_or_default();
+    let site = sites.iter().find(|s| s.serves(&main));
+    let site_hosts: Vec<String> = site
+        .map(|s| s.hosts().map(str::to_owned).collect())
+        .unwrap_or_default();
+    let page = match (through_accel, site) {
+        (true, Some(site)) => folded_page(page, site, scheme),
+        (true, None) => return Ok(Err(format!("{}: no site for {main}", page.name))),
+        (false, _) => page.clone(),
+    };
+    let mut resolver = bed.resolver();
+    if through_accel {
+        for h in &site_hosts {
+            resolver.hosts.insert(h.clone(), accel.addr);
+        }
+    }
+    match tool {
+        Browser::Loader => {
+            let (protocol, tls) = match variant {
+                Variant::H1 => (Protocol::H1, false),
+                Variant::Https => (Protocol::H1, true),
+                _ => (Protocol::H2, true),
+            };
+            let mut opts = bed.options(LoadOptions::browser(protocol, tls));
+            opts.resolver = resolver;
+            if variant == Variant::AccelMeh {
+                opts.connections = meh_connections(&page, config, down_kbps);
+                opts.assign = Arc::new(mewa_loader::LeastOutstanding);
+            }
+            let record = bed.load(&page, &opts)?;
+            let failed: Vec<_> = record.objects.iter().filter(|o| !o.ok()).collect();
+            Ok(match record.done_us {
+                Some(us) if failed.is_empty() && record.errors.is_empty() => {
+                    Ok((us as f64 / 1e6, Some(record.connections.len())))
+                }
+                _ => Err(match failed.first() {
+                    Some(o) => format!(
+                        "{} objects failed, first {} ({})",
+                        failed.len(),
+                        o.url,
+                        o.error.clone().unwrap_or_else(|| format!(
+                            "status {}, {} body bytes",
+                            o.status, o.body_bytes
+                        ))
+                    ),
+                    None => record.errors.first().cloned().unwrap_or_default(),
+                }),
+            })
+        }
+        Browser::Chromium => {
+            let dns = accel
+                .dns
+                .as_ref()
+                .map(|(direct, through, _)| if through_accel { *through } else { *direct });
+            Ok(chromium_load(
+                bed,
+                config,
+                &page,
+                (variant, scheme),
+                &resolver,
+                (dns, &accel.certs),
+                work,
+                keep_netlog,
+            ))
+        }
+    }
+}
+
+/// The Mobile Edge Hint client's connection count for `page` on this
+/// link: seed 000 Algorithm 1 (the client's printed model, at most its 6).
+fn meh_connections(page: &Page, config: &Config, down_kbps: u64) -> usize {
+    let path =
+        mewa_model::http::TcpPath::new(down_kbps as f64 * 1000.0, config.rtt_ms as f64 / 1000.0);
+    match path {
+        Ok(path) => {
+            mewa_model::http::choose_connections(
+                page.total_bytes(),
+                &path,
+                mewa_client::advice::MAX_CONNECTIONS,
+                mewa_model::http::SlowStartModel::Printed,
+            )
+            .n as usize
+        }
+        Err(_) => 1,
+    }
+}
+
+/// One headless Chromium load; its NetLog's span for the page's objects.
+/// With `dns`, Chromium asks that server (port 53, across the link) for
+/// every name; without, `resolver`'s mapping is given as
+/// `--host-resolver-rules`.
+#[allow(clippy::too_many_arguments)]
+fn chromium_load(
+    bed: &Bed,
+    config: &Config,
+    page: &Page,
+    (variant, scheme): (Variant, &str),
+    resolver: &mewa_loader::Resolver,
+    (dns, certs): (Option<IpAddr>, &mewa_origin::Certs),
+    work: &Path,
+    keep_netlog: Option<&Path>,
+) -> Result<(f64, Option<usize>), String> {
+    let topo = bed.running().map_err(|e| e.to_string())?;
+    let profile = work.join("profile");
+    let netlog = work.join("load.netlog.json");
+    let _ = std::fs::remove_dir_all(&profile);
+    let mut rules: Vec<String> = resolver
+        .hosts
+        .iter()
+        .map(|(h, a)| format!("MAP {h} {a}"))
+        .collect();
+    rules.sort();
+    rules.push(match resolver.default {
+        Some(a) => format!("MAP * {a}"),
+        None => "MAP * ~NOTFOUND".into(),
+    });
+    let mut cmd = match dns {
+        Some(server) => {
+            // A private mount namespace puts a resolv.conf naming the
+            // server over the machine's.
+            let conf = work.join("resolv.conf");
+            std::fs::write(
+                &conf,
+                format!("nameserver {server}\noptions timeout:2 attempts:2\n"),
+            )
+            .map_err(|e| format!("writing {}: {e}", conf.display()))?;
+            crate::replay::with_bind_mount(topo, &conf, "/etc/resolv.conf", &config.chromium)
+                .map_err(|e| e.to_string())?
+        }
+        None => {
+            let mut c = topo
+                .command(crate::bed::CLIENT, &config.chromium)
+                .map_err(|e| e.to_string())?;
+            c.arg(format!("--host-resolver-rules={}", rules.join(",")));
+            c
+        }
+    };
+    if variant == Variant::Https {
+        cmd.arg("--disable-http2");
+    }
+    let url = page
+        .root()
+        .map(|r| r.url(scheme))
+        .ok_or_else(|| format!("{}: no root document", page.name))?;
+    let files = mewa_chromium::LoadFiles {
+        profile: &profile,
+        netlog: &netlog,
+        keep: keep_netlog,
+    };
+    let a = mewa_chromium::load_once(
+        &mut cmd,
+        &config.chromium,
+        page,
+        &url,
+        files,
+        &certs.leaf_spki_sha256,
+    )?;
+    if let Some(first) = a.missing.first() {
+        return Err(format!(
+            "{} of {} objects missing, first {first}",
+            a.missing.len(),
+            a.objects
+        ));
+    }
+    a.plt_s
+        .map(|p| (p, None))
+        .ok_or_else(|| "no page load time in the NetLog".into())
+}
