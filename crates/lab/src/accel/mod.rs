@@ -378,7 +378,7 @@ impl Experiment for Accel {
                 run.begin(&key);
                 let keep = c
                     .keep_netlogs
-                    .then(|| netlogs.as_ref())
+                    .then_some(netlogs.as_ref())
                     .flatten()
                     .map(|d| d.join(format!("{down}-{variant}-{}-{r}.netlog.json", page.name)));
                 let got = loads::load_one(
