@@ -412,11 +412,9 @@ fn import_rules() {
 
 #[test]
 fn real_recordings_import_when_present() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/pages");
-    if !dir.is_dir() {
-        eprintln!("skipped: no recordings at {}", dir.display());
+    let Some(dir) = mewa_testkit::shared_data_or_skip("pages") else {
         return;
-    }
+    };
     let mut n = 0;
     for (path, rep) in mewa_hint::import::import_dir(&dir) {
         let rep = rep.unwrap_or_else(|e| panic!("{}: {e}", path.display()));

@@ -2,8 +2,8 @@
 //! corpus pages from a local origin (`--host-resolver-rules` sends every
 //! corpus host there), and the traced page must list exactly the modelled
 //! objects with their sizes and types; a script's computation must show as
-//! computation latency. Skips with a message when Chromium is not installed
-//! (`apt-get install chromium`). The missing-binary error needs no browser.
+//! computation latency. Skips (`mewa_testkit::chromium_or_skip`) when
+//! Chromium is not installed (`apt-get install chromium`). The missing-binary error needs no browser.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
@@ -18,7 +18,7 @@ use mewa_edge::config::EdgeConfig;
 use mewa_edge::store::Store;
 use mewa_edge::tracer::{trace_page, TraceError, TraceOptions};
 use mewa_origin::OriginConfig;
-use mewa_testkit::{chromium, origin_config, LoopbackOrigin, TempDir};
+use mewa_testkit::{chromium_or_skip, origin_config, skip, LoopbackOrigin, TempDir};
 
 #[tokio::test]
 async fn a_missing_chromium_says_how_to_get_one() {
@@ -100,7 +100,7 @@ fn complat_page() -> Page {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traces_corpus_pages_with_real_chromium() {
-    let Some(chromium) = chromium("traces_corpus_pages_with_real_chromium") else {
+    let Some(chromium) = chromium_or_skip() else {
         return;
     };
     let complat = complat_page();
@@ -219,7 +219,7 @@ async fn traces_corpus_pages_with_real_chromium() {
 /// refused and counted as an error; without Chromium the pass says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_edge_traces_its_popular_pages() {
-    let Some(chromium) = chromium("the_edge_traces_its_popular_pages") else {
+    let Some(chromium) = chromium_or_skip() else {
         return;
     };
     let chromium = chromium.display().to_string();
@@ -229,8 +229,8 @@ async fn the_edge_traces_its_popular_pages() {
     // The zone carries no ports, so the origin listens on port 80 of a
     // loopback address of its own.
     let listen = "127.0.0.77:80";
-    if std::net::TcpListener::bind(listen).is_err() {
-        eprintln!("skipping the_edge_traces_its_popular_pages: cannot listen on {listen}");
+    if let Err(e) = std::net::TcpListener::bind(listen) {
+        skip(format!("cannot listen on {listen}: {e}"));
         return;
     }
     let o = CorpusOrigin::start(&corpus, listen);
@@ -393,12 +393,11 @@ async fn chromium_starts_unprivileged_and_sandboxed() {
 /// Chromium.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traces_as_nobody_inside_chromiums_sandbox() {
-    let test = "traces_as_nobody_inside_chromiums_sandbox";
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipping {test}: not root, so Chromium runs as the tester");
+        skip("not root, so Chromium runs as the tester");
         return;
     }
-    let Some(chromium) = chromium(test) else {
+    let Some(chromium) = chromium_or_skip() else {
         return;
     };
     let nobody = nix::unistd::User::from_name("nobody")
@@ -443,7 +442,8 @@ async fn traces_as_nobody_inside_chromiums_sandbox() {
         seen.profiles
     );
     eprintln!(
-        "{test}: {} Chromium processes seen, {} in their own user namespace",
+        "{}: {} Chromium processes seen, {} in their own user namespace",
+        mewa_testkit::current_test(),
         seen.processes.len(),
         seen.processes
             .iter()

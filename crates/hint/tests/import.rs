@@ -286,14 +286,9 @@ const EXPECT: &[Expect] = &[
 
 #[test]
 fn real_recordings() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/pages");
-    if !data.is_dir() {
-        eprintln!(
-            "skipping: ../shared/data not found ({} does not exist); only the fixtures were imported",
-            data.display()
-        );
+    let Some(data) = mewa_testkit::shared_data_or_skip("pages") else {
         return;
-    }
+    };
     let all = import_dir(&data);
     eprintln!(
         "{:<38} {:>4} {:>6} {:>10} {:>7} {:>6}",

@@ -1,7 +1,7 @@
 //! The kernel's FLD_TCP (`mewa_fld`, BPF struct_ops) against the `mewa_cc`
 //! core: a real 500 kB transfer across the emulated link, its data segments
 //! per round trip read from the link's event log. Needs root and a kernel
-//! with BTF; skips with a message otherwise.
+//! with BTF; skips otherwise (`mewa_testkit::skip_unless_bpf_cc`).
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used)]
 
@@ -21,24 +21,6 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn skip(test: &str) -> bool {
-    if let Err(e) = runtime::probe() {
-        eprintln!("skipping: {test} needs root (network namespaces, TUN): {e}");
-        return true;
-    }
-    match mewa_cc_bpf::load() {
-        Ok(_) => {}
-        // Root, but built without clang or bpftool: scripts/setup installs
-        // them, so as root (CI) this is a failure, not a skip.
-        Err(e @ mewa_cc_bpf::CcError::NotBuilt(_)) => panic!("{test}: {e}"),
-        Err(e) => {
-            eprintln!("skipping: {test} needs a kernel that loads BPF congestion control: {e}");
-            return true;
-        }
-    }
-    false
 }
 
 fn transfer(cc: &str, tag: &str) -> bulk::Transfer {
@@ -86,7 +68,7 @@ fn close(got: &[u64], want: &[u64]) -> bool {
 #[test]
 fn the_kernels_fld_sends_the_cores_schedule_round_by_round() {
     let _serial = one_at_a_time();
-    if skip("the_kernels_fld_sends_the_cores_schedule_round_by_round") {
+    if mewa_testkit::skip_unless_bpf_cc() {
         return;
     }
     let want_fld = bulk::schedule(mewa_cc::Window::fld(MSS), 500_000, MSS);
@@ -123,7 +105,7 @@ fn the_kernels_fld_sends_the_cores_schedule_round_by_round() {
 #[test]
 fn paced_fld_repairs_a_shallow_queues_losses_in_fewer_round_trips() {
     let _serial = one_at_a_time();
-    if skip("paced_fld_repairs_a_shallow_queues_losses_in_fewer_round_trips") {
+    if mewa_testkit::skip_unless_bpf_cc() {
         return;
     }
     let burst = transfer_over(mewa_cc_bpf::FLD, "burst", 20_000_000, Some(30_000));
@@ -151,8 +133,7 @@ fn cross_traffic_shares_the_bottleneck_and_is_logged() {
     let _serial = one_at_a_time();
     use mewa_lab::bed::{Bed, OriginSettings};
     use mewa_lab::cross::{Cross, Flow};
-    if let Err(e) = runtime::probe() {
-        eprintln!("skipping: cross_traffic_shares_the_bottleneck_and_is_logged needs root: {e}");
+    if mewa_testkit::skip_unless_root() {
         return;
     }
     let corpus = mewa_corpus::generate(mewa_corpus::Preset::Meh15, 1);
@@ -200,8 +181,7 @@ fn cross_traffic_shares_the_bottleneck_and_is_logged() {
 #[test]
 fn quic_fld_sends_more_per_round_trip_than_quic_reno() {
     let _serial = one_at_a_time();
-    if let Err(e) = runtime::probe() {
-        eprintln!("skipping: quic_fld_sends_more_per_round_trip_than_quic_reno needs root: {e}");
+    if mewa_testkit::skip_unless_root() {
         return;
     }
     let ca = std::env::temp_dir().join(format!("mewa-cc-quic-ca-{}", std::process::id()));

@@ -1,7 +1,7 @@
 //! A real browser against the corpus bodies: headless Chromium loads
 //! generated pages from the origin and must fetch exactly the modelled
 //! objects, and a script's children only after the script's computation.
-//! Skips with a message when Chromium is not installed
+//! Skips (`mewa_testkit::chromium_or_skip`) when Chromium is not installed
 //! (`apt-get install chromium`; `scripts/setup` installs it as root).
 #![allow(clippy::unwrap_used)]
 
@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 
 use mewa_corpus::{generate, generate_with, Corpus, Discovery, Options, Page, Preset};
-use mewa_testkit::{chromium, origin_config, LoopbackOrigin, TempDir};
+use mewa_testkit::{chromium_or_skip, origin_config, LoopbackOrigin, TempDir};
 
 /// Request start times (ms, netlog clock) by URL, from a Chromium NetLog.
 fn requests(netlog: &Path) -> HashMap<String, f64> {
@@ -56,7 +56,7 @@ fn load_in_chromium(bin: &Path, addr: SocketAddr, page: &Page, dir: &Path) -> Ha
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chromium_fetches_exactly_the_modelled_objects() {
-    let Some(bin) = chromium("chromium_fetches_exactly_the_modelled_objects") else {
+    let Some(bin) = chromium_or_skip() else {
         return;
     };
     let mut pages = vec![generate(Preset::Accel7, 1).pages.remove(0)];

@@ -2,7 +2,8 @@
 //! request, the origin grants it (BPF `mewa_iw` over TCP, the wrapped quinn
 //! controller over QUIC), and the link's event log shows the first flight
 //! after the request carrying the granted window. Needs root, network
-//! namespaces and BPF congestion control; skips with a message elsewhere.
+//! namespaces and BPF congestion control; skips elsewhere
+//! (`mewa_testkit::skip_unless_bpf_cc`).
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
@@ -12,7 +13,7 @@ use mewa_lab::bed::{set_tcp_rmem, Bed, OriginSettings, CLIENT};
 use mewa_lab::bulk;
 use mewa_link::core::EventKind;
 use mewa_link::eventlog::EventLog;
-use mewa_link::runtime::{self, LinkOptions};
+use mewa_link::runtime::LinkOptions;
 use mewa_loader::record::{LoadRecord, Protocol};
 use mewa_loader::{IwAsk, LoadOptions};
 use mewa_origin::IwPolicy;
@@ -21,21 +22,6 @@ use mewa_origin::IwPolicy;
 const RTT: Duration = Duration::from_millis(100);
 /// Packets of at most this size carry no data (ACKs, tiny frames).
 const HEADER_ONLY: usize = 100;
-
-fn skip(test: &str) -> bool {
-    if let Err(e) = runtime::probe() {
-        eprintln!("skipping: {test} needs root (network namespaces, TUN): {e}");
-        return true;
-    }
-    match mewa_cc_bpf::load() {
-        Ok(_) => false,
-        Err(e @ mewa_cc_bpf::CcError::NotBuilt(_)) => panic!("{test}: {e}"),
-        Err(e) => {
-            eprintln!("skipping: {test} needs a kernel that loads BPF congestion control: {e}");
-            true
-        }
-    }
-}
 
 /// One page of one 2 MB document: every data packet the origin sends after
 /// the request is the response.
@@ -128,7 +114,7 @@ fn granted(record: &LoadRecord) -> Option<u32> {
 
 #[test]
 fn the_first_flight_carries_the_granted_window_over_tcp() {
-    if skip("the_first_flight_carries_the_granted_window_over_tcp") {
+    if mewa_testkit::skip_unless_bpf_cc() {
         return;
     }
     // Cleartext HTTP/1.1: the response is the server's first data.
@@ -160,7 +146,7 @@ fn the_first_flight_carries_the_granted_window_over_tcp() {
 fn the_first_flight_carries_the_granted_window_over_quic() {
     // The testbed's origin serves TCP too, whose grants need the BPF
     // controls.
-    if skip("the_first_flight_carries_the_granted_window_over_quic") {
+    if mewa_testkit::skip_unless_bpf_cc() {
         return;
     }
     let (rec, sent) = load_once("h3", Protocol::H3, true, Some(IwAsk::Fixed(50)), 200);

@@ -1,5 +1,6 @@
 //! The testbed and the baseline experiment over real namespaces, TUN links
-//! and kernel TCP. Needs root; skips with a message otherwise.
+//! and kernel TCP. Needs root; skips otherwise
+//! (`mewa_testkit::skip_unless_root`).
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used)]
 
@@ -10,19 +11,11 @@ use mewa_lab::bed::{Bed, OriginSettings};
 use mewa_lab::experiment::Experiment;
 use mewa_lab::experiment::Progress;
 use mewa_lab::{accel, baseline};
-use mewa_link::runtime::{self, LinkOptions};
+use mewa_link::runtime::LinkOptions;
 use mewa_loader::metrics::PageMetrics;
 use mewa_loader::record::Protocol;
 use mewa_loader::LoadOptions;
 use mewa_testkit::TempDir;
-
-fn skip(test: &str) -> bool {
-    if let Err(e) = runtime::probe() {
-        eprintln!("skipping: {test} needs root (network namespaces, TUN): {e}");
-        return true;
-    }
-    false
-}
 
 fn ca_dir(tag: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("mewa-lab-priv-{}-{tag}", std::process::id()));
@@ -40,7 +33,7 @@ fn small_corpus() -> Corpus {
 
 #[test]
 fn loads_cross_the_emulated_link_with_its_delay_and_rate() {
-    if skip("loads_cross_the_emulated_link_with_its_delay_and_rate") {
+    if mewa_testkit::skip_unless_root() {
         return;
     }
     let corpus = small_corpus();
@@ -98,7 +91,7 @@ fn loads_cross_the_emulated_link_with_its_delay_and_rate() {
 
 #[test]
 fn baseline_runs_a_small_grid_and_compares_with_the_model() {
-    if skip("baseline_runs_a_small_grid_and_compares_with_the_model") {
+    if mewa_testkit::skip_unless_root() {
         return;
     }
     let dir = TempDir::new("baseline-run");
@@ -144,7 +137,7 @@ fn baseline_runs_a_small_grid_and_compares_with_the_model() {
 /// installed, the browser goes through the local proxy too.
 #[test]
 fn meh_experiment_runs_client_edge_origin() {
-    if skip("meh_experiment_runs_client_edge_origin") {
+    if mewa_testkit::skip_unless_root() {
         return;
     }
     use mewa_lab::experiment::{CorpusChoice, OriginChoice};
@@ -227,7 +220,10 @@ fn meh_experiment_runs_client_edge_origin() {
             }
         }
     } else {
-        eprintln!("meh_experiment_runs_client_edge_origin: no Chromium, browser part skipped");
+        mewa_testkit::skip_part(
+            "the browser runs",
+            format!("no Chromium at {}", chromium.display()),
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -238,7 +234,7 @@ fn meh_experiment_runs_client_edge_origin() {
 /// hosts): the folding is real.
 #[test]
 fn accel_experiment_folds_the_page_onto_one_connection() {
-    if skip("accel_experiment_folds_the_page_onto_one_connection") {
+    if mewa_testkit::skip_unless_root() {
         return;
     }
     let out = std::env::temp_dir().join(format!("mewa-lab-accel-{}", std::process::id()));
@@ -277,10 +273,10 @@ fn accel_experiment_folds_the_page_onto_one_connection() {
 /// per domain and through the warm accelerator both load every object.
 #[test]
 fn accel_experiment_runs_in_chromium() {
-    if skip("accel_experiment_runs_in_chromium") {
+    if mewa_testkit::skip_unless_root() {
         return;
     }
-    let Some(chromium) = mewa_testkit::chromium("accel_experiment_runs_in_chromium") else {
+    let Some(chromium) = mewa_testkit::chromium_or_skip() else {
         return;
     };
     let out = std::env::temp_dir().join(format!("mewa-lab-accel-chr-{}", std::process::id()));
@@ -335,7 +331,7 @@ fn cellular_config(tag: &str, out: &std::path::Path) -> mewa_lab::cellular::Cell
 /// below the promotion delay.
 #[test]
 fn cellular_study_reuses_connections_across_a_promotion() {
-    if skip("cellular_study_reuses_connections_across_a_promotion") {
+    if mewa_testkit::skip_unless_root() {
         return;
     }
     let out = std::env::temp_dir().join(format!("mewa-lab-cell-{}", std::process::id()));
@@ -386,11 +382,10 @@ fn cellular_study_reuses_connections_across_a_promotion() {
 /// and the link sees no new handshake.
 #[test]
 fn cellular_study_in_chromium_keeps_its_connection_across_think_time() {
-    let name = "cellular_study_in_chromium_keeps_its_connection_across_think_time";
-    if skip(name) {
+    if mewa_testkit::skip_unless_root() {
         return;
     }
-    let Some(chromium) = mewa_testkit::chromium(name) else {
+    let Some(chromium) = mewa_testkit::chromium_or_skip() else {
         return;
     };
     let out = std::env::temp_dir().join(format!("mewa-lab-cell-chromium-{}", std::process::id()));

@@ -1,28 +1,24 @@
 //! Every recording in `../shared/data/pages` replays through the emulated
 //! link: with the built-in loader and with headless Chromium, every
 //! recorded object arrives with its recorded status. Needs root (network
-//! namespaces) and the shared data; the Chromium half needs Chromium. Each
-//! part skips with a message when what it needs is absent.
+//! namespaces) and the shared data, and skips without them; the Chromium
+//! half needs Chromium and is left out (`mewa_testkit::skip_part`) without
+//! it.
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used)]
-
-use std::path::Path;
 
 use mewa_corpus::{from_import_report, Corpus};
 use mewa_hint::import::{import_dir, ImportReport};
 use mewa_lab::bed::{link_of, Bed, OriginSettings};
 use mewa_lab::replay;
 use mewa_link::core::RateSpec;
-use mewa_link::runtime::{self, LinkOptions};
-use mewa_testkit::{chromium, TempDir};
+use mewa_link::runtime::LinkOptions;
+use mewa_testkit::{chromium_or_skip, find_chromium, TempDir};
 
-/// Every shared recording as one corpus, as `mewa corpus import` makes it.
-fn shared_recordings(test: &str) -> Option<Corpus> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/pages");
-    if !dir.is_dir() {
-        eprintln!("skipping {test}: no recordings at {}", dir.display());
-        return None;
-    }
+/// Every shared recording as one corpus, as `mewa corpus import` makes it,
+/// or `None` after skipping the test when `../shared/data` is absent.
+fn shared_recordings() -> Option<Corpus> {
+    let dir = mewa_testkit::shared_data_or_skip("pages")?;
     let mut merged = ImportReport::default();
     let mut sources = Vec::new();
     for (file, rep) in import_dir(&dir) {
@@ -57,12 +53,10 @@ fn bed(corpus: &Corpus, tmp: &TempDir) -> Bed {
 
 #[test]
 fn every_recording_replays_with_the_loader_and_chromium() {
-    let test = "every_recording_replays_with_the_loader_and_chromium";
-    if let Err(e) = runtime::probe() {
-        eprintln!("skipping {test}: needs root (network namespaces, TUN): {e}");
+    if mewa_testkit::skip_unless_root() {
         return;
     }
-    let Some(corpus) = shared_recordings(test) else {
+    let Some(corpus) = shared_recordings() else {
         return;
     };
     let tmp = TempDir::new("replay");
@@ -76,7 +70,10 @@ fn every_recording_replays_with_the_loader_and_chromium() {
         let a = bed.addr_of(&g[0]);
         assert!(g.iter().all(|h| bed.addr_of(h) == a), "{g:?}");
     }
-    let browser = chromium(test);
+    let browser = find_chromium();
+    if browser.is_none() {
+        mewa_testkit::skip_part("the Chromium half", "Chromium is not installed");
+    }
     let mut failures = Vec::new();
     for page in &corpus.pages {
         let got = replay::with_loader(&bed, page).unwrap();
@@ -127,12 +124,10 @@ fn every_recording_replays_with_the_loader_and_chromium() {
 
 #[test]
 fn a_generated_page_loads_in_the_clear_in_chromium() {
-    let test = "a_generated_page_loads_in_the_clear_in_chromium";
-    if let Err(e) = runtime::probe() {
-        eprintln!("skipping {test}: needs root (network namespaces, TUN): {e}");
+    if mewa_testkit::skip_unless_root() {
         return;
     }
-    let Some(bin) = chromium(test) else {
+    let Some(bin) = chromium_or_skip() else {
         return;
     };
     let mut corpus = mewa_corpus::generate(mewa_corpus::Preset::Meh15, 1);

@@ -1,9 +1,9 @@
 //! End-to-end tests of the runtime: real kernel TCP, ping and UDP through
 //! TUN devices between network namespaces, measured against the issue's
 //! acceptance figures. They need root (or CAP_NET_ADMIN + CAP_SYS_ADMIN) and
-//! skip with a message otherwise. They run in parallel (distinct host names,
-//! each topology has its own namespaces); all of them together take about
-//! 40 s of wall time.
+//! skip otherwise (`mewa_testkit::skip_unless_root`). They run in parallel
+//! (distinct host names, each topology has its own namespaces); all of them
+//! together take about 40 s of wall time.
 
 #![cfg(target_os = "linux")]
 
@@ -19,19 +19,6 @@ use mewa_link::core::radio::RadioConfig;
 use mewa_link::core::trace::DeliveryTrace;
 use mewa_link::core::{DelaySpec, Dir, DirectionConfig, LinkConfig, QueueSpec, RateSpec};
 use mewa_link::runtime::{self, LinkOptions, Topology};
-
-/// Whether the test must skip; says why on stderr.
-fn skip(test: &str) -> bool {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipping: {test} needs root (network namespaces, TUN)");
-        return true;
-    }
-    if let Err(e) = runtime::probe() {
-        eprintln!("skipping: {test} needs root (network namespaces, TUN): {e}");
-        return true;
-    }
-    false
-}
 
 fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
@@ -141,7 +128,7 @@ fn udp_rtt(sock: &UdpSocket, to: SocketAddrV4, seq: u32) -> Duration {
 /// Also checks the pcap and event-log files of the link.
 #[test]
 fn ping_rtt_is_twice_the_one_way_delay() {
-    if skip("ping_rtt_is_twice_the_one_way_delay") {
+    if mewa_testkit::skip_unless_root() {
         return;
     }
     let d = direction(ms(20), RateSpec::Unlimited, QueueSpec::default());
@@ -231,7 +218,7 @@ fn ping_rtt_is_twice_the_one_way_delay() {
 /// client — edge — origin: the edge forwards, the far ends reach each other.
 #[test]
 fn three_hosts_route_through_the_middle() {
-    if skip("three_hosts_route_through_the_middle") {
+    if mewa_testkit::skip_unless_root() {
         return;
     }
     let d = direction(ms(5), RateSpec::Unlimited, QueueSpec::default());
@@ -340,7 +327,7 @@ fn bulk_tcp(
 /// goodput (1448 payload bytes per 1500-byte packet) at the receiver.
 #[test]
 fn tcp_bulk_gets_the_configured_rate() {
-    if skip("tcp_bulk_gets_the_configured_rate") {
+    if mewa_testkit::skip_unless_root() {
         return;
     }
     let q = QueueSpec::DropTail(mewa_link::core::queue::Limit {
@@ -384,27 +371,17 @@ fn tcp_bulk_gets_the_configured_rate() {
     );
 }
 
-fn trace_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data/traces")
-        .join(name)
-}
-
 /// TCP through the T-Mobile LTE downlink trace for 30 s: the bytes the link
 /// delivers are within ± 5 % of what the trace allows in the same window.
 #[test]
 fn tcp_through_lte_trace_gets_what_the_trace_allows() {
-    if skip("tcp_through_lte_trace_gets_what_the_trace_allows") {
+    if mewa_testkit::skip_unless_root() {
         return;
     }
-    let path = trace_path("TMobile-LTE-short.down");
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        eprintln!(
-            "skipping: tcp_through_lte_trace_gets_what_the_trace_allows needs {}",
-            path.display()
-        );
+    let Some(path) = mewa_testkit::shared_data_or_skip("traces/TMobile-LTE-short.down") else {
         return;
     };
+    let text = std::fs::read_to_string(&path).unwrap();
     let trace = DeliveryTrace::parse(&text).unwrap();
     let delay = ms(20);
     let cfg = LinkConfig {
@@ -440,7 +417,7 @@ fn tcp_through_lte_trace_gets_what_the_trace_allows() {
 /// the one right after does not.
 #[test]
 fn lte_radio_promotes_after_idle() {
-    if skip("lte_radio_promotes_after_idle") {
+    if mewa_testkit::skip_unless_root() {
         return;
     }
     let d = direction(ms(20), RateSpec::Unlimited, QueueSpec::default());
@@ -492,7 +469,7 @@ fn lte_radio_promotes_after_idle() {
 /// still ran inside.
 #[test]
 fn drop_tears_everything_down() {
-    if skip("drop_tears_everything_down") {
+    if mewa_testkit::skip_unless_root() {
         return;
     }
     let topo = Topology::builder()
@@ -533,7 +510,7 @@ fn drop_tears_everything_down() {
 /// what crosses it to time out.
 #[test]
 fn a_link_whose_device_vanishes_is_reported_not_silent() {
-    if skip("a_link_whose_device_vanishes_is_reported_not_silent") {
+    if mewa_testkit::skip_unless_root() {
         return;
     }
     let topo = Topology::builder()
@@ -606,7 +583,7 @@ fn hold_topology_until_killed() {
 /// the next run's `cleanup_stale` removes them. Its TUN devices die with it.
 #[test]
 fn stale_namespaces_of_a_killed_run_are_removed() {
-    if skip("stale_namespaces_of_a_killed_run_are_removed") {
+    if mewa_testkit::skip_unless_root() {
         return;
     }
     let exe = std::env::current_exe().unwrap();

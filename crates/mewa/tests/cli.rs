@@ -153,22 +153,6 @@ fn edge_trace_without_chromium_says_how_to_get_it() {
     );
 }
 
-/// Root can create namespaces here; elsewhere the privileged tests skip.
-fn privileged(test: &str) -> bool {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false);
-    if !root {
-        eprintln!("skipping: {test} needs root (network namespaces, TUN)");
-    }
-    root
-}
-
 /// Whether a `sleep 100` process exists (read from /proc, no tools needed).
 fn sleep_100_running() -> bool {
     std::fs::read_dir("/proc")
@@ -195,7 +179,7 @@ fn leftovers(pid: u32) -> Vec<String> {
 
 #[test]
 fn link_runs_a_program_and_passes_its_exit_code() {
-    if !privileged("link_runs_a_program_and_passes_its_exit_code") {
+    if mewa_testkit::skip_unless_root() {
         return;
     }
     let o = mewa(&[
@@ -217,7 +201,7 @@ fn link_runs_a_program_and_passes_its_exit_code() {
 
 #[test]
 fn link_runs_the_program_as_the_user_who_ran_sudo() {
-    if !privileged("link_runs_the_program_as_the_user_who_ran_sudo") {
+    if mewa_testkit::skip_unless_root() {
         return;
     }
     let ids = |extra: &[&str]| {
@@ -238,7 +222,7 @@ fn link_runs_the_program_as_the_user_who_ran_sudo() {
 
 #[test]
 fn killed_link_run_is_cleaned_up_by_the_next() {
-    if !privileged("killed_link_run_is_cleaned_up_by_the_next") {
+    if mewa_testkit::skip_unless_root() {
         return;
     }
     let mut child = Command::new(env!("CARGO_BIN_EXE_mewa"))
@@ -281,7 +265,7 @@ fn killed_link_run_is_cleaned_up_by_the_next() {
 
 #[test]
 fn terminated_lab_run_leaves_no_namespaces() {
-    if !privileged("terminated_lab_run_leaves_no_namespaces") {
+    if mewa_testkit::skip_unless_root() {
         return;
     }
     let s = Scratch::new("lab-term");
@@ -332,7 +316,7 @@ fn lab_rejects_bad_options_before_touching_the_network() {
 
 #[test]
 fn lab_load_writes_har_and_records() {
-    if !privileged("lab_load_writes_har_and_records") {
+    if mewa_testkit::skip_unless_root() {
         return;
     }
     let s = Scratch::new("lab-load");
@@ -425,7 +409,7 @@ fn cc_load_without_privileges_says_it_needs_root() {
     // As root, drop to nobody for the one command (CI runs as root).
     let o = if is_root() {
         let Ok(setpriv) = which_setpriv() else {
-            eprintln!("skipping: cc_load_without_privileges_says_it_needs_root needs setpriv (util-linux) as root");
+            mewa_testkit::skip("needs setpriv (util-linux) to drop root");
             return;
         };
         // A copy nobody can reach: the checkout may sit under a folder

@@ -153,7 +153,7 @@ mod tests {
             .into_iter()
             .find(|c| avail.iter().any(|a| a == c))
         else {
-            eprintln!("skipped: neither reno nor cubic is available");
+            mewa_testkit::skip("neither reno nor cubic is available in this kernel");
             return;
         };
         let opts = TcpOptions {

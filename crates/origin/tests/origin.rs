@@ -566,7 +566,7 @@ async fn accept_hook_sees_sockets_with_the_chosen_congestion_control() {
         .into_iter()
         .find(|c| avail.iter().any(|a| a == c))
     else {
-        eprintln!("skipped: neither reno nor cubic is registered in this kernel");
+        mewa_testkit::skip("neither reno nor cubic is registered in this kernel");
         return;
     };
     let c = corpus();
@@ -880,7 +880,7 @@ async fn h3_transfer_with_the_fld_controller_grows_past_doubling() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2spec_passes_on_h2c_and_tls() {
-    let Some(bin) = mewa_testkit::h2spec("h2spec_passes_on_h2c_and_tls") else {
+    let Some(bin) = mewa_testkit::h2spec_or_skip() else {
         return;
     };
     let c = corpus();

@@ -192,12 +192,10 @@ fn trace_packets_straddle_opportunities() {
 
 #[test]
 fn real_lte_trace_rate() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data/traces/TMobile-LTE-short.down");
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        eprintln!("skipping: ../shared/data not found ({})", path.display());
+    let Some(path) = mewa_testkit::shared_data_or_skip("traces/TMobile-LTE-short.down") else {
         return;
     };
+    let text = std::fs::read_to_string(&path).unwrap();
     let t = trace::DeliveryTrace::parse(&text).unwrap();
     // The packets arrive at 0 ms, just after that millisecond's opportunities
     // (mahimahi semantics), so the usable capacity starts at 1 ms.

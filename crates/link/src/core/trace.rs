@@ -364,12 +364,9 @@ mod tests {
 
     #[test]
     fn real_traces_parse() {
-        let dir =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/traces");
-        if !dir.is_dir() {
-            eprintln!("skipping: ../shared/data not found ({})", dir.display());
+        let Some(dir) = mewa_testkit::shared_data_or_skip("traces") else {
             return;
-        }
+        };
         let t = DeliveryTrace::parse(
             &std::fs::read_to_string(dir.join("TMobile-LTE-short.down")).unwrap(),
         )

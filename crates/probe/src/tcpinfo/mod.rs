@@ -371,7 +371,7 @@ mod tests {
 
     /// Dumps until `pick` finds a socket that satisfies `done` (the peer's
     /// ACKs may still be in flight when the reader is done), or 2 s pass.
-    /// `None` if sock_diag is not allowed here.
+    /// `None` after skipping the test if sock_diag is not allowed here.
     fn dump_until(
         pick: impl Fn(&SocketInfo) -> bool,
         done: impl Fn(&SocketInfo) -> bool,
@@ -381,9 +381,9 @@ mod tests {
             let sockets = match dump() {
                 Ok(s) => s,
                 Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                    eprintln!(
-                        "skipped: sock_diag refused here ({e}); needs a kernel with tcp_diag"
-                    );
+                    mewa_testkit::skip(format!(
+                        "sock_diag refused here ({e}); needs a kernel with tcp_diag"
+                    ));
                     return None;
                 }
                 Err(e) => panic!("dump failed: {e}"),
@@ -465,7 +465,9 @@ mod tests {
         let sampler = match Sampler::start_here(config) {
             Ok(s) => s,
             Err(SamplerError::Socket(e)) if e.kind() == io::ErrorKind::PermissionDenied => {
-                eprintln!("skipped: sock_diag refused here ({e})");
+                mewa_testkit::skip(format!(
+                    "sock_diag refused here ({e}); needs a kernel with tcp_diag"
+                ));
                 return;
             }
             Err(e) => panic!("{e}"),
