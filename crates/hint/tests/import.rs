@@ -198,6 +198,15 @@ const EXPECT: &[Expect] = &[
         unknown: &[1],
     },
     Expect {
+        // The document was answered with 103 Early Hints first; the hints are
+        // not objects of their own. 117 requests, one of them a data: URL.
+        file: "devtools/early-hints.json",
+        url: "https://www.masterofmalt.com/rum/ableforths/rumbullion-rum/",
+        objects: &[116],
+        bytes: &[1_293_521],
+        unknown: &[0],
+    },
+    Expect {
         file: "devtools/ryan.json",
         url: "https://www.ryanair.com/us/en/",
         objects: &[177],
@@ -220,6 +229,13 @@ const EXPECT: &[Expect] = &[
         bytes: &[88_638, 88_638],
         // Per load, a cancelled XHR and its redirect to 404.php.
         unknown: &[2, 2],
+    },
+    Expect {
+        file: "har/aftonbladet.se.har",
+        url: "http://aftonbladet.se/",
+        objects: &[175],
+        bytes: &[1_327_790],
+        unknown: &[0],
     },
     Expect {
         file: "har/assa.har",
@@ -327,8 +343,24 @@ fn real_recordings() {
         .iter()
         .map(|(p, _)| p.strip_prefix(&data).unwrap_or(p).display().to_string())
         .collect();
-    let expected: Vec<&str> = EXPECT.iter().map(|e| e.file).collect();
-    assert_eq!(imported, expected);
+    // Every recording pinned below is there; a recording added later need not
+    // be pinned, but it must import and pass the same plausibility checks.
+    for e in EXPECT {
+        assert!(
+            imported.iter().any(|f| f == e.file),
+            "{}: recording missing from {}",
+            e.file,
+            data.display()
+        );
+    }
+    assert!(imported.len() >= EXPECT.len());
+    for file in &imported {
+        let r = report_for(&all, file);
+        assert!(!r.pages.is_empty(), "{file}: no page");
+        for p in &r.pages {
+            check_page(file, p);
+        }
+    }
     for e in EXPECT {
         let r = report_for(&all, e.file);
         assert_eq!(
@@ -349,48 +381,6 @@ fn real_recordings() {
             "{}: report lists them",
             e.file
         );
-        for p in &r.pages {
-            // Plausible page weights: 10 kB to 10 MB.
-            assert!(
-                (10_000..10_000_000).contains(&p.total_bytes()),
-                "{}: {} bytes",
-                e.file,
-                p.total_bytes()
-            );
-            assert!(
-                p.objects
-                    .first()
-                    .is_some_and(|o| o.discovery == Discovery::Document),
-                "{}: first object of {} is the document",
-                e.file,
-                p.url
-            );
-            assert!(
-                p.objects
-                    .iter()
-                    .enumerate()
-                    .all(|(i, o)| o.parent.is_none_or(|q| q < i)),
-                "{}: parents point backwards",
-                e.file
-            );
-            assert!(
-                p.objects.iter().all(|o| !o.host.is_empty()),
-                "{}: hosts",
-                e.file
-            );
-            let is_lighthouse = e.file.starts_with("lighthouse/");
-            match p.computation_ms {
-                Some(ms) => {
-                    assert!(is_lighthouse, "{}: computation only from traces", e.file);
-                    assert!(
-                        ms > 0 && ms < 60_000,
-                        "{}: implausible computation {ms} ms",
-                        e.file
-                    );
-                }
-                None => assert!(!is_lighthouse, "{}: trace not attached", e.file),
-            }
-        }
     }
     // Main-thread task time between navigationStart and loadEventEnd, as
     // computed from the traces by an independent script.
@@ -414,4 +404,48 @@ fn real_recordings() {
         parser > 50 && script > 50,
         "ferguson: {parser} parser, {script} script"
     );
+}
+
+/// Plausibility checks that hold for any recording of a real page load.
+fn check_page(file: &str, p: &PageMeta) {
+    // Plausible page weights: 10 kB to 10 MB.
+    assert!(
+        (10_000..10_000_000).contains(&p.total_bytes()),
+        "{}: {} bytes",
+        file,
+        p.total_bytes()
+    );
+    assert!(
+        p.objects
+            .first()
+            .is_some_and(|o| o.discovery == Discovery::Document),
+        "{}: first object of {} is the document",
+        file,
+        p.url
+    );
+    assert!(
+        p.objects
+            .iter()
+            .enumerate()
+            .all(|(i, o)| o.parent.is_none_or(|q| q < i)),
+        "{}: parents point backwards",
+        file
+    );
+    assert!(
+        p.objects.iter().all(|o| !o.host.is_empty()),
+        "{}: hosts",
+        file
+    );
+    let is_lighthouse = file.starts_with("lighthouse/");
+    match p.computation_ms {
+        Some(ms) => {
+            assert!(is_lighthouse, "{}: computation only from traces", file);
+            assert!(
+                ms > 0 && ms < 60_000,
+                "{}: implausible computation {ms} ms",
+                file
+            );
+        }
+        None => assert!(!is_lighthouse, "{}: trace not attached", file),
+    }
 }
