@@ -1,10 +1,13 @@
 //! `mewa lab fld bulk|fairness|pages`.
 
-use std::path::PathBuf;
+use std::str::FromStr;
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
-use mewa_lab::fld;
+use mewa_lab::experiment::Congestion;
+use mewa_lab::fld::bulk::{self, Bulk};
+use mewa_lab::fld::fairness::{self, Fairness};
+use mewa_lab::fld::pages::{self, PageType, Pages, Setting};
+use mewa_origin::quic_cc::QuicCc;
 
 use super::args::{absolute, CaArgs, CorpusArgs, RunArgs};
 use crate::units;
@@ -32,16 +35,37 @@ enum FldSub {
     /// idle share (7), concurrency (8), connection durations (9-10), first
     /// objects per RTT (11), connection sizes.
     Pages(FldPagesArgs),
-    /// Write a pages run's report again from its result folder
-    /// (config.json and result.json), with this build's tables.
-    Report {
-        /// The result folder (out/lab/fld-pages-…).
-        dir: PathBuf,
-    },
+}
+
+/// A QUIC controller on the command line, or `none` for TCP only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QuicArg {
+    /// This controller.
+    Cc(QuicCc),
+    /// No QUIC sender.
+    None,
+}
+
+impl FromStr for QuicArg {
+    type Err = mewa_origin::quic_cc::QuicCcError;
+    fn from_str(s: &str) -> Result<QuicArg, Self::Err> {
+        match s {
+            "none" => Ok(QuicArg::None),
+            s => s.parse().map(QuicArg::Cc),
+        }
+    }
+}
+
+/// A congestion control as a comma-separated list gives it (spaces around
+/// the name allowed).
+fn control(s: &str) -> Result<Congestion, String> {
+    s.trim().parse().map_err(|e| format!("{e}"))
 }
 
 #[derive(Debug, Args)]
 struct FldBulkArgs {
+    #[command(flatten)]
+    run: RunArgs,
     /// Round trip [default: 40ms].
     #[arg(long, value_parser = units::rtt_ms)]
     rtt: Option<u64>,
@@ -55,22 +79,21 @@ struct FldBulkArgs {
     #[arg(long, value_delimiter = ',', value_parser = units::size)]
     size: Vec<u64>,
     /// TCP congestion controls, comma-separated [default: reno,cubic,bbr,mewa_fld].
-    #[arg(long, value_delimiter = ',')]
-    cc: Vec<String>,
+    #[arg(long, value_delimiter = ',', value_parser = control)]
+    cc: Vec<Congestion>,
     /// QUIC controllers, comma-separated: cubic, newreno, bbr, fld, reno;
     /// `none` for TCP only [default: newreno,cubic,bbr,fld].
     #[arg(long, value_delimiter = ',')]
-    quic_cc: Vec<String>,
+    quic_cc: Vec<QuicArg>,
     /// Transfers per size and control [default: 5].
     #[arg(long)]
     runs: Option<usize>,
-    /// Parent of the timestamped result folder [default: out/lab].
-    #[arg(long, short)]
-    out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
 struct FldFairnessArgs {
+    #[command(flatten)]
+    run: RunArgs,
     /// Round trip [default: 40ms].
     #[arg(long, value_parser = units::rtt_ms)]
     rtt: Option<u64>,
@@ -84,11 +107,8 @@ struct FldFairnessArgs {
     #[arg(long, value_parser = units::secs)]
     duration: Option<u64>,
     /// Controls FLD_TCP runs against, comma-separated [default: cubic,reno].
-    #[arg(long, value_delimiter = ',')]
-    against: Vec<String>,
-    /// Parent of the timestamped result folder [default: out/lab].
-    #[arg(long, short)]
-    out: Option<PathBuf>,
+    #[arg(long, value_delimiter = ',', value_parser = control)]
+    against: Vec<Congestion>,
 }
 
 #[derive(Debug, Args)]
@@ -101,11 +121,11 @@ struct FldPagesArgs {
     ca: CaArgs,
     /// Congestion controls compared with cubic, comma-separated (mewa_fld,
     /// mewa_fld_paced, bbr, ...) [default: mewa_fld].
-    #[arg(long, value_delimiter = ',')]
-    cc: Vec<String>,
+    #[arg(long, value_delimiter = ',', value_parser = control)]
+    cc: Vec<Congestion>,
     /// Network settings, comma-separated: lte, 3g [default: lte,3g].
     #[arg(long, value_delimiter = ',')]
-    setting: Vec<String>,
+    setting: Vec<Setting>,
     /// Page types, comma-separated: h2 (HTTP/2 over TLS), h1 (HTTP/1.1 in
     /// the clear) with the built-in loader; chromium (headless Chromium,
     /// HTTP/2), chromium-h1 (headless Chromium with HTTP/2 off: HTTP/1.1
@@ -113,7 +133,7 @@ struct FldPagesArgs {
     /// Chromium over http://: HTTP/1.1 in the clear, generated pages only),
     /// their load time only [default: h2,h1].
     #[arg(long = "type", value_delimiter = ',')]
-    types: Vec<String>,
+    types: Vec<PageType>,
     /// Loads per page, type and control [default: 11].
     #[arg(long)]
     loads: Option<usize>,
@@ -128,42 +148,24 @@ struct FldPagesArgs {
     /// [default: 20ms].
     #[arg(long, value_delimiter = ',', value_parser = units::ms)]
     queue: Vec<u64>,
-    /// Chromium binary for --type chromium [default: /usr/bin/chromium].
+    /// Chromium binary for the chromium page types [default: /usr/bin/chromium].
     #[arg(long)]
-    chromium: Option<PathBuf>,
+    chromium: Option<std::path::PathBuf>,
 }
 
 impl FldArgs {
     pub(super) fn run(&self) -> anyhow::Result<()> {
         match &self.which {
-            FldSub::Bulk(a) => {
-                let c = a.config()?;
-                let report = super::with_bar(|p| fld::bulk(&c, p)).context("fld bulk")?;
-                super::finish(&report)
-            }
-            FldSub::Fairness(a) => {
-                let c = a.config()?;
-                let report = super::with_bar(|p| fld::fairness(&c, p)).context("fld fairness")?;
-                super::finish(&report)
-            }
-            FldSub::Pages(a) => {
-                let c = a.config()?;
-                let report = super::with_bar(|p| fld::pages(&c, p)).context("fld pages")?;
-                super::finish(&report)
-            }
-            FldSub::Report { dir } => {
-                let report = fld::pages_report_again(dir).with_context(|| {
-                    format!("{}: not a mewa lab fld pages result folder", dir.display())
-                })?;
-                super::finish(&report)
-            }
+            FldSub::Bulk(a) => super::run_experiment::<Bulk>(&a.run, || a.config()),
+            FldSub::Fairness(a) => super::run_experiment::<Fairness>(&a.run, || a.config()),
+            FldSub::Pages(a) => super::run_experiment::<Pages>(&a.run, || a.config()),
         }
     }
 }
 
 impl FldBulkArgs {
-    fn config(&self) -> anyhow::Result<fld::BulkConfig> {
-        let mut c = fld::BulkConfig::default();
+    fn config(&self) -> anyhow::Result<bulk::Config> {
+        let mut c: bulk::Config = self.run.base()?;
         c.rtt_ms = self.rtt.unwrap_or(c.rtt_ms);
         c.rate_bps = self.rate.unwrap_or(c.rate_bps);
         c.queue_bytes = self.queue.or(c.queue_bytes);
@@ -177,19 +179,21 @@ impl FldBulkArgs {
             c.quic_ccs = self
                 .quic_cc
                 .iter()
-                .filter(|q| *q != "none")
-                .cloned()
+                .filter_map(|q| match q {
+                    QuicArg::Cc(q) => Some(*q),
+                    QuicArg::None => None,
+                })
                 .collect();
         }
         c.runs = self.runs.unwrap_or(c.runs);
-        c.out = self.out.clone().unwrap_or(c.out);
+        c.out = self.run.out.clone().unwrap_or(c.out);
         Ok(c)
     }
 }
 
 impl FldFairnessArgs {
-    fn config(&self) -> anyhow::Result<fld::FairnessConfig> {
-        let mut c = fld::FairnessConfig::default();
+    fn config(&self) -> anyhow::Result<fairness::Config> {
+        let mut c: fairness::Config = self.run.base()?;
         c.rtt_ms = self.rtt.unwrap_or(c.rtt_ms);
         c.rate_bps = self.rate.unwrap_or(c.rate_bps);
         c.queue_bytes = self.queue.unwrap_or(c.queue_bytes);
@@ -197,23 +201,23 @@ impl FldFairnessArgs {
         if !self.against.is_empty() {
             c.against = self.against.clone();
         }
-        c.out = self.out.clone().unwrap_or(c.out);
+        c.out = self.run.out.clone().unwrap_or(c.out);
         Ok(c)
     }
 }
 
 impl FldPagesArgs {
-    fn config(&self) -> anyhow::Result<fld::PagesConfig> {
-        let mut c: fld::PagesConfig = self.run.base()?;
+    fn config(&self) -> anyhow::Result<pages::Config> {
+        let mut c: pages::Config = self.run.base()?;
         self.corpus.apply(&mut c.corpus)?;
         self.ca.apply(&mut c.origin)?;
         // --cc names the controls compared with cubic (the origin's
         // listener always starts connections on cubic).
         if !self.cc.is_empty() {
-            c.ccs = vec!["cubic".into()];
-            for name in self.cc.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
-                if !c.ccs.iter().any(|c| c == name) {
-                    c.ccs.push(name.to_owned());
+            c.ccs = vec![Congestion::Cubic];
+            for cc in &self.cc {
+                if !c.ccs.contains(cc) {
+                    c.ccs.push(cc.clone());
                 }
             }
         }
@@ -264,7 +268,7 @@ mod tests {
         let FldSub::Bulk(a) = fld_sub(&["bulk"]) else {
             panic!("not bulk")
         };
-        assert_eq!(a.config().unwrap(), fld::BulkConfig::default());
+        assert_eq!(a.config().unwrap(), bulk::Config::default());
         let FldSub::Bulk(a) = fld_sub(&[
             "bulk",
             "--rate",
@@ -289,11 +293,11 @@ mod tests {
             panic!("not fairness")
         };
         let c = a.config().unwrap();
-        assert_eq!((c.against, c.duration_s), (vec!["reno".to_string()], 30));
+        assert_eq!((c.against, c.duration_s), (vec![Congestion::Reno], 30));
         let FldSub::Pages(a) = fld_sub(&["pages"]) else {
             panic!("not pages")
         };
-        assert_eq!(a.config().unwrap(), fld::PagesConfig::default());
+        assert_eq!(a.config().unwrap(), pages::Config::default());
         let FldSub::Pages(a) = fld_sub(&["pages", "--cross", "udp:75mbit", "--setting", "lte"])
         else {
             panic!("not pages")
@@ -303,7 +307,7 @@ mod tests {
             c.cross,
             Some(vec![mewa_lab::cross::Flow::Udp { bps: 75_000_000 }])
         );
-        assert_eq!(c.settings, vec!["lte".to_string()]);
+        assert_eq!(c.settings, vec![Setting::Lte]);
         let FldSub::Pages(a) = fld_sub(&["pages", "--cross", "udp:fast"]) else {
             panic!("not pages")
         };
@@ -317,16 +321,14 @@ mod tests {
         };
         assert_eq!(
             a.config().unwrap().ccs,
-            vec!["cubic".to_string(), "bbr".to_string()]
+            vec![Congestion::Cubic, Congestion::Bbr]
         );
         let FldSub::Pages(a) = fld_sub(&["pages", "--cc", "mewa_fld, mewa_fld_paced,cubic"]) else {
             panic!("not pages")
         };
         assert_eq!(
             a.config().unwrap().ccs,
-            ["cubic", "mewa_fld", "mewa_fld_paced"]
-                .map(String::from)
-                .to_vec()
+            [Congestion::Cubic, Congestion::Fld, Congestion::FldPaced]
         );
         // Its --help says what --cc means here, not the origin's meaning.
         let help = parse_error(&["fld", "pages", "--help"]);
@@ -335,5 +337,36 @@ mod tests {
         // Quantities take units.
         let e = parse_error(&["fld", "bulk", "--size", "500000"]);
         assert!(e.contains("500kB"), "{e}");
+    }
+
+    #[test]
+    fn fld_names_are_typed_and_every_experiment_resumes_and_reports() {
+        // A misspelt name is refused with the accepted ones.
+        let e = parse_error(&["fld", "pages", "--type", "h3"]);
+        assert!(e.contains("chromium-http"), "{e}");
+        let e = parse_error(&["fld", "pages", "--setting", "5g"]);
+        assert!(e.contains("lte or 3g"), "{e}");
+        let e = parse_error(&["fld", "bulk", "--quic-cc", "vegas"]);
+        assert!(e.contains("newreno"), "{e}");
+        let FldSub::Pages(a) =
+            fld_sub(&["pages", "--type", "chromium-h1,h2", "--queue", "10ms,50ms"])
+        else {
+            panic!("not pages")
+        };
+        let c = a.config().unwrap();
+        assert_eq!(c.protocols, [PageType::ChromiumH1, PageType::H2]);
+        assert_eq!(c.queue_ms, [10, 50]);
+        // --resume and --report on each of the three.
+        for sub in ["bulk", "fairness", "pages"] {
+            for flag in ["--resume", "--report"] {
+                let run = match fld_sub(&[sub, flag, "/tmp/x"]) {
+                    FldSub::Bulk(a) => a.run,
+                    FldSub::Fairness(a) => a.run,
+                    FldSub::Pages(a) => a.run,
+                };
+                let dir = run.resume.or(run.report);
+                assert_eq!(dir.as_deref(), Some(std::path::Path::new("/tmp/x")));
+            }
+        }
     }
 }
