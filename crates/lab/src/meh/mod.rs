@@ -470,6 +470,25 @@ mod tests {
     }
 
     #[test]
+    fn a_run_stopped_before_its_first_pair_still_has_a_report() {
+        let dir = std::env::temp_dir().join(format!("mewa-meh-empty-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let meh = Meh::prepare(&small(&dir)).expect("prepared");
+        let records = vec![Record::Edge(EdgeStart {
+            wired_rtt_ms: Some(20.4),
+            at_unix_s: Some(1_800_000_000),
+        })];
+        let report = meh.report(records, None).expect("report");
+        let text = mewa_report::Report::text(&report);
+        assert!(text.contains("median reduction %"), "{text}");
+        // Nothing to draw: no figure, and no error.
+        let plots = mewa_report::Report::plots(&report, &dir).expect("plots");
+        assert!(plots.is_empty(), "{plots:?}");
+        assert!(mewa_report::Report::markdown(&report).contains("No load completed"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn an_older_folder_is_read_from_its_result_json() {
         let dir = std::env::temp_dir().join(format!("mewa-meh-older-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");

@@ -323,6 +323,12 @@ fn summary(res: &MehResult, setting: &str) -> String {
     s
 }
 
+/// Whether any load of the loader completed with a PLT: the plots have
+/// something to draw.
+fn any_load_measured(res: &MehResult) -> bool {
+    res.runs.iter().any(|r| r.ok && r.plt_s.is_some())
+}
+
 /// Every load's PLT as a CDF, without and with the hint (seed 000 Fig. 7).
 fn cdf_plot(res: &MehResult, path: &Path) -> Result<(), ReportError> {
     let cdf = |with: bool| -> Vec<(f64, f64)> {
@@ -488,7 +494,12 @@ impl Report for MehReport {
         to_json("the result", &self.result)
     }
 
+    /// No figures before a load completed (a run interrupted before its
+    /// first pair): there is nothing to draw, and the tables still say so.
     fn plots(&self, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
+        if !any_load_measured(&self.result) {
+            return Ok(Vec::new());
+        }
         let (cdf_svg, box_svg) = (dir.join("cdf.svg"), dir.join("pages-box.svg"));
         cdf_plot(&self.result, &cdf_svg)?;
         box_plot(&self.result, &box_svg)?;
@@ -528,10 +539,14 @@ impl Report for MehReport {
                 let _ = writeln!(md, "Errors:\n{}\n", errors.join("\n"));
             }
         }
-        let _ = writeln!(
-            md,
-            "Plots: cdf.svg (all loads), pages-box.svg (per page). Raw loads: runs.csv."
-        );
+        if any_load_measured(&self.result) {
+            let _ = writeln!(
+                md,
+                "Plots: cdf.svg (all loads), pages-box.svg (per page). Raw loads: runs.csv."
+            );
+        } else {
+            let _ = writeln!(md, "No load completed: no plots. Raw loads: runs.csv.");
+        }
         md
     }
 
