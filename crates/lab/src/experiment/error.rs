@@ -118,6 +118,16 @@ pub enum ExperimentError {
     /// corpus' pages.
     #[error("the edge's store")]
     EdgeStore(#[source] mewa_edge::store::StoreError),
+    /// The client could not ask the edge's DNS for a page's host (no answer
+    /// over UDP or TCP, or a name no query can hold).
+    #[error("asking the edge for {host}")]
+    Resolve {
+        /// The host asked for.
+        host: String,
+        /// The resolver's error.
+        #[source]
+        source: mewa_client::resolve::ResolveError,
+    },
     /// A certificate or TLS configuration could not be made from the test
     /// CA (the local proxy's, say).
     #[error("{what}")]

@@ -70,7 +70,7 @@ fn chromium_through_proxy(
     topo: &mewa_link::runtime::Topology,
     chromium: &Path,
     work_dir: &Path,
-) -> Result<std::process::Command, BedError> {
+) -> Result<std::process::Command, ExperimentError> {
     let etc = Path::new(CHROMIUM_ETC);
     let ours = work_dir.join("chromium-etc");
     if !etc.is_dir() {
@@ -80,13 +80,17 @@ fn chromium_through_proxy(
                 "no {CHROMIUM_ETC}: Chromium through the proxy keeps its 32 sockets per proxy"
             )
         });
-        return Ok(topo.command(CLIENT, chromium)?);
+        return Ok(topo.command(CLIENT, chromium).map_err(BedError::from)?);
     }
     if !ours.join("policies").is_dir() {
-        policy_dir(etc, &ours)
-            .map_err(|e| BedError::Runtime(format!("writing {}: {e}", ours.display())))?;
+        policy_dir(etc, &ours).map_err(ExperimentError::io("writing", &ours))?;
     }
-    crate::replay::with_bind_mount(topo, &ours, CHROMIUM_ETC, chromium)
+    Ok(crate::replay::with_bind_mount(
+        topo,
+        &ours,
+        CHROMIUM_ETC,
+        chromium,
+    )?)
 }
 
 /// A load that lost objects is not a page load: its arrival, or why not.
@@ -207,7 +211,7 @@ pub(crate) fn browser_pair(
     pair: usize,
     proxy_rtt: &mut ProxyRtt,
     within: &dyn Fn(usize, &str),
-) -> Result<Vec<Record>, BedError> {
+) -> Result<Vec<Record>, ExperimentError> {
     let Some((chromium, runs)) = &b.setup.browser else {
         return Ok(Vec::new());
     };
@@ -282,7 +286,7 @@ fn through_proxy(
     page: &Page,
     run: usize,
     proxy_rtt: &ProxyRtt,
-) -> Result<(Option<Arrival>, Option<String>, ProxySaw), BedError> {
+) -> Result<(Option<Arrival>, Option<String>, ProxySaw), ExperimentError> {
     let cfg = b.setup;
     let topo = b.bed.running()?;
     let mut pc = mewa_client::proxy::ProxyConfig::new(b.edge, b.bandwidth_bps);

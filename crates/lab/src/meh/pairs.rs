@@ -23,6 +23,7 @@ use super::planner::{Observation, Planner};
 use super::record::{MehRun, Record};
 use super::setup::Setup;
 use crate::bed::{Bed, BedError};
+use crate::experiment::ExperimentError;
 
 /// The hint's plan as a loader [`Assign`] policy.
 #[derive(Debug)]
@@ -101,7 +102,7 @@ fn one_load(
     cfg: &Setup,
     bw: f64,
     recent_rtt_s: Option<f64>,
-) -> Result<(LoadRecord, Lookup), BedError> {
+) -> Result<(LoadRecord, Lookup), ExperimentError> {
     let host = mewa_hint::page::host_of(&page.main).unwrap_or_default();
     let policy = cfg.policy;
     let dispatch = cfg.dispatch;
@@ -118,7 +119,10 @@ fn one_load(
         // trace's outage can swallow the first query.
         let resolved = resolve(edge, &host, &page.main, Duration::from_secs(10))
             .await
-            .map_err(|e| BedError::Runtime(format!("DNS: {e}")))?;
+            .map_err(|source| ExperimentError::Resolve {
+                host: host.clone(),
+                source,
+            })?;
         let addr: IpAddr = resolved.addrs.first().copied().ok_or_else(|| {
             BedError::Runtime(format!("DNS: the edge gave no address for {host}"))
         })?;
@@ -182,7 +186,9 @@ fn one_load(
                 }
             }
         }
-        let rec = mewa_loader::load(page, &opts).await?;
+        let rec = mewa_loader::load(page, &opts)
+            .await
+            .map_err(BedError::from)?;
         let urls_at = match late {
             Some(t) => t.await.ok().flatten(),
             None => match &plan {
@@ -224,7 +230,7 @@ pub(crate) fn load_pair(
     pair: usize,
     planner: &mut Planner,
     within: &dyn Fn(usize, &str),
-) -> Result<Vec<Record>, BedError> {
+) -> Result<Vec<Record>, ExperimentError> {
     let cfg = client.setup;
     let order = if run % 2 == 0 {
         [false, true]
