@@ -36,10 +36,12 @@ impl DeliveryRate {
         }
     }
 
-    /// Peak delivery rate, bit/s, of one load's arrivals `(µs, bytes)` in
-    /// time order; `None` when they span less than one window (too short
-    /// to say anything about the radio).
-    pub fn peak_bps(&self, arrivals: &[(u64, u64)]) -> Option<f64> {
+    /// The most bytes one load's arrivals `(µs, bytes)` in time order
+    /// delivered in any window; `None` when they span less than one window
+    /// (too short to say anything about the radio). The whole of what the
+    /// estimator takes from a load: a caller that keeps this figure can
+    /// rebuild the estimate later ([`DeliveryRate::observe_window_bytes`]).
+    pub fn peak_window_bytes(&self, arrivals: &[(u64, u64)]) -> Option<u64> {
         let (first, last) = (arrivals.first()?.0, arrivals.last()?.0);
         if last.saturating_sub(first) < self.window_us {
             return None;
@@ -54,17 +56,35 @@ impl DeliveryRate {
             }
             best = best.max(sum);
         }
-        Some(best as f64 * 8.0 / (self.window_us as f64 / 1e6))
+        Some(best)
+    }
+
+    /// Peak delivery rate, bit/s, of one load's arrivals `(µs, bytes)` in
+    /// time order; `None` when they span less than one window.
+    pub fn peak_bps(&self, arrivals: &[(u64, u64)]) -> Option<f64> {
+        self.peak_window_bytes(arrivals).map(|b| self.rate_bps(b))
+    }
+
+    /// `bytes` per window as a rate, bit/s.
+    fn rate_bps(&self, bytes: u64) -> f64 {
+        bytes as f64 * 8.0 / (self.window_us as f64 / 1e6)
     }
 
     /// Takes one load's arrivals into the estimate.
     pub fn observe(&mut self, arrivals: &[(u64, u64)]) {
-        if let Some(p) = self.peak_bps(arrivals) {
-            if self.peaks.len() == KEEP {
-                self.peaks.pop_front();
-            }
-            self.peaks.push_back(p);
+        if let Some(b) = self.peak_window_bytes(arrivals) {
+            self.observe_window_bytes(b);
         }
+    }
+
+    /// Takes one load into the estimate by its
+    /// [`DeliveryRate::peak_window_bytes`]: what [`DeliveryRate::observe`]
+    /// does with its arrivals, for a caller that kept only that figure.
+    pub fn observe_window_bytes(&mut self, bytes: u64) {
+        if self.peaks.len() == KEEP {
+            self.peaks.pop_front();
+        }
+        self.peaks.push_back(self.rate_bps(bytes));
     }
 
     /// The estimate, bit/s, or `None` before any usable load.
@@ -189,5 +209,26 @@ mod tests {
         e.observe(&steady(1000, 1000, 200_000));
         let est = e.estimate_bps().unwrap();
         assert!((est - 8e6).abs() / 8e6 < 0.05, "{est}");
+    }
+
+    #[test]
+    fn a_loads_peak_window_alone_rebuilds_the_same_estimate() {
+        let loads = [
+            steady(3000, 1000, 200_000),
+            vec![(0, 100), (10, 100)],
+            steady(1000, 700, 300_000),
+            steady(2500, 1300, 150_000),
+            steady(1200, 900, 400_000),
+        ];
+        let mut whole = DeliveryRate::new(50_000);
+        let mut kept = DeliveryRate::new(50_000);
+        for a in &loads {
+            whole.observe(a);
+            if let Some(b) = kept.peak_window_bytes(a) {
+                kept.observe_window_bytes(b);
+            }
+        }
+        assert_eq!(kept, whole);
+        assert!(kept.estimate_bps().is_some());
     }
 }

@@ -162,13 +162,14 @@ fn meh_experiment_runs_client_edge_origin() {
         out: dir.join("out"),
         ..meh::Config::default()
     };
-    let report = meh::run(&cfg, &Progress::none()).unwrap();
+    let report = meh::Meh::run(&cfg, &Progress::none()).unwrap();
     // The result folder holds the configuration that re-runs it, from the
     // start, and everything the report renders once written.
     let folder = report.write().unwrap().expect("a result folder");
     let back: meh::Config = read_config(&folder.join("config.json")).unwrap();
     assert_eq!(back, cfg);
     for f in [
+        "runs.jsonl",
         "meta.json",
         "result.json",
         "runs.csv",
@@ -225,6 +226,20 @@ fn meh_experiment_runs_client_edge_origin() {
             format!("no Chromium at {}", chromium.display()),
         );
     }
+    // The journal: the testbed's start, then one line per pair of loads
+    // (two pages; and two Chromium pairs with Chromium).
+    let journal = std::fs::read_to_string(folder.join("runs.jsonl")).unwrap();
+    let pairs = if chromium.exists() { 4 } else { 2 };
+    assert_eq!(journal.lines().count(), 1 + pairs, "{journal}");
+    // The report again from the journal alone: the same loads and figures.
+    let again = meh::Meh::report_again(&folder).unwrap();
+    assert_eq!(again.result.runs.len(), res.runs.len());
+    assert_eq!(again.result.browser.len(), res.browser.len());
+    assert_eq!(
+        again.result.measured_wired_rtt_ms,
+        res.measured_wired_rtt_ms
+    );
+    assert_eq!(again.text(), report.text());
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -296,6 +296,18 @@ fn terminated_lab_run_leaves_no_namespaces() {
     let status = child.wait().expect("wait for mewa lab");
     assert_eq!(status.code(), Some(128 + 15), "exit status after SIGTERM");
     assert_eq!(leftovers(pid), Vec::<String>::new());
+    // The interrupted run's folder holds its configuration from the start,
+    // and its report is rebuilt from whatever its journal holds (without
+    // root, nothing loaded).
+    let folder = std::fs::read_dir(s.join("out"))
+        .expect("the result folder's parent")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.join("config.json").is_file())
+        .expect("a result folder with config.json");
+    let o = mewa(&["lab", "meh", "--report", folder.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout(&o).contains("median reduction %"), "{}", stdout(&o));
 }
 
 #[test]

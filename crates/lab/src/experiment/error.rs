@@ -114,6 +114,30 @@ pub enum ExperimentError {
         #[source]
         source: mewa_link::pcap::PcapError,
     },
+    /// The mobile edge's store could not be made or filled with the
+    /// corpus' pages.
+    #[error("the edge's store")]
+    EdgeStore(#[source] mewa_edge::store::StoreError),
+    /// The client could not ask the edge's DNS for a page's host (no answer
+    /// over UDP or TCP, or a name no query can hold).
+    #[error("asking the edge for {host}")]
+    Resolve {
+        /// The host asked for.
+        host: String,
+        /// The resolver's error.
+        #[source]
+        source: mewa_client::resolve::ResolveError,
+    },
+    /// A certificate or TLS configuration could not be made from the test
+    /// CA (the local proxy's, say).
+    #[error("{what}")]
+    Tls {
+        /// What was being made.
+        what: &'static str,
+        /// The TLS layer's error.
+        #[source]
+        source: mewa_origin::TlsError,
+    },
     /// The RTO fix (a sock_ops program, or routes with `rto_min`) could
     /// not be put in place.
     #[error("the RTO floor: {what}")]

@@ -1,101 +1,55 @@
-//! The experiment's settings as the runner uses them: the client's
-//! policies and the resolved radio and wired links.
+//! `mewa lab meh`'s settings as the user gives them (`config.json`, the
+//! CLI's flags) and the choices they name.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use mewa_link::core::radio::RadioConfig;
-use mewa_link::core::{LinkConfig, RateSpec};
 use serde::{Deserialize, Serialize};
 
-use crate::bed::link_of;
-
-/// How the hint-aware client spreads objects over its n connections.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Policy {
-    /// Seed 000 as written: the hint's size-balanced (LPT) assignment;
-    /// objects the hint does not list go to the least-loaded connection.
-    Hint,
-    /// Objects that reveal others (HTML, CSS, scripts) stay on the
-    /// connection that carried the document, whose window has grown; the
-    /// leaves follow the hint's assignment (docs/LAB-RESULTS.md explains why).
-    WarmFirst,
-}
+use crate::experiment::kinds::named_enum;
+use crate::experiment::{CorpusChoice, OriginChoice};
 
 /// When the hint-aware client sends each leaf's request (one enum for the
 /// loader, the lab and the proxy).
 pub use mewa_model::pull::Dispatch;
 
-impl std::str::FromStr for Policy {
-    type Err = mewa_loader::record::UnknownName;
-    fn from_str(s: &str) -> Result<Policy, Self::Err> {
-        match s {
-            "hint" => Ok(Policy::Hint),
-            "warm-first" => Ok(Policy::WarmFirst),
-            _ => Err(mewa_loader::record::UnknownName {
-                what: "policy",
-                got: s.to_string(),
-                choices: "hint or warm-first",
-            }),
-        }
+named_enum! {
+    /// How the hint-aware client spreads objects over its n connections.
+    pub enum Policy ("policy", "hint or warm-first") {
+        /// Seed 000 as written: the hint's size-balanced (LPT) assignment;
+        /// objects the hint does not list go to the least-loaded connection.
+        Hint = "hint",
+        /// Objects that reveal others (HTML, CSS, scripts) stay on the
+        /// connection that carried the document, whose window has grown;
+        /// the leaves follow the hint's assignment (docs/LAB-RESULTS.md
+        /// explains why).
+        WarmFirst = "warm-first",
     }
 }
 
-/// The bandwidth the client plans n with.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum PlanRate {
-    /// A rate the client is told (seed 000's known radio bandwidth), bit/s.
-    Fixed(f64),
-    /// What the client's own recent loads delivered
-    /// ([`mewa_client::rate::DeliveryRate`]); before any, this prior
-    /// (a rate the modem would report), bit/s.
-    Observed {
-        /// The estimate before the first load, bit/s.
-        prior_bps: f64,
-    },
-}
-
-/// Which pages Chromium loads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum BrowserPages {
-    /// Every page of a recorded corpus, seed 000's Fig. 8 pages of a
-    /// generated one.
-    Auto,
-    /// The three pages closest to seed 000 Fig. 8's sizes.
-    Fig8,
-    /// Every page.
-    All,
-}
-
-impl std::str::FromStr for BrowserPages {
-    type Err = mewa_loader::record::UnknownName;
-    fn from_str(s: &str) -> Result<BrowserPages, Self::Err> {
-        match s {
-            "auto" => Ok(BrowserPages::Auto),
-            "fig8" => Ok(BrowserPages::Fig8),
-            "all" => Ok(BrowserPages::All),
-            other => Err(mewa_loader::record::UnknownName {
-                what: "browser page choice",
-                got: other.to_string(),
-                choices: "auto, fig8 or all",
-            }),
-        }
+named_enum! {
+    /// Which pages Chromium loads.
+    pub enum BrowserPages ("browser page choice", "auto, fig8 or all") {
+        /// Every page of a recorded corpus, seed 000's Fig. 8 pages of a
+        /// generated one.
+        Auto = "auto",
+        /// The three pages closest to seed 000 Fig. 8's sizes.
+        Fig8 = "fig8",
+        /// Every page.
+        All = "all",
     }
 }
 
-/// The phone's radio state machine on the radio link.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Rrc {
-    /// No RRC model: the radio is always connected.
-    Off,
-    /// LTE RRC (400 ms promotion from idle, DRX).
-    Lte,
-    /// 3G RRC (2 s promotion from idle, FACH).
-    #[serde(rename = "3g")]
-    Umts,
+named_enum! {
+    /// The phone's radio state machine on the radio link.
+    pub enum Rrc ("radio model", "lte, 3g or off") {
+        /// No RRC model: the radio is always connected.
+        Off = "off",
+        /// LTE RRC (400 ms promotion from idle, DRX).
+        Lte = "lte",
+        /// 3G RRC (2 s promotion from idle, FACH).
+        Umts = "3g",
+    }
 }
 
 impl Rrc {
@@ -109,117 +63,103 @@ impl Rrc {
     }
 }
 
-impl std::str::FromStr for Rrc {
-    type Err = mewa_loader::record::UnknownName;
-    fn from_str(s: &str) -> Result<Rrc, Self::Err> {
-        match s {
-            "off" => Ok(Rrc::Off),
-            "lte" => Ok(Rrc::Lte),
-            "3g" => Ok(Rrc::Umts),
-            other => Err(mewa_loader::record::UnknownName {
-                what: "radio model",
-                got: other.to_string(),
-                choices: "lte, 3g or off",
-            }),
-        }
-    }
-}
-
-/// The radio link.
-#[derive(Debug, Clone)]
-pub enum RadioLink {
-    /// A constant rate both ways (seed 000 §IV: 32 Mbit/s).
-    Fixed {
-        /// Bit/s.
-        rate_bps: u64,
-    },
-    /// Mahimahi delivery traces (downlink, uplink).
-    Trace {
-        /// Label for reports (the trace file's name).
-        name: String,
-        /// Network → client.
-        down: mewa_link::core::trace::DeliveryTrace,
-        /// Client → network.
-        up: mewa_link::core::trace::DeliveryTrace,
-    },
-}
-
-/// The experiment's settings.
-#[derive(Debug, Clone)]
-pub struct Setup {
-    /// Rate of the radio link.
-    pub radio: RadioLink,
-    /// Round trip over the radio link (client ⇄ edge).
-    pub radio_rtt_ms: u64,
-    /// Round trip over the wired part (edge ⇄ origin); the edge measures it.
-    pub wired_rtt_ms: u64,
-    /// The phone's RRC model on the radio link; with one, the radio is put
-    /// to sleep before every load (a user between two pages), so every
-    /// load pays the promotion.
-    pub rrc: Rrc,
-    /// Loads per page and variant.
+/// `mewa lab meh`'s settings. `Default` is seed 000 §IV and what the CLI
+/// shows: 32 Mbit/s radio, RTT 45 ms radio + 20 ms wired, 30 runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// The pages.
+    pub corpus: CorpusChoice,
+    /// The origin's congestion control and CA.
+    pub origin: OriginChoice,
+    /// Loads per page and variant (seed 000: 30).
     pub runs: usize,
-    /// The radio bandwidth the client plans with.
-    pub plan_rate: PlanRate,
-    /// Which pages Chromium loads.
+    /// Radio link rate both ways, bit/s (seed 000 §IV: 32 Mbit/s average);
+    /// unused with a trace.
+    pub rate_bps: u64,
+    /// A mahimahi downlink trace (any file; `X.up` beside a `X.down` is its
+    /// uplink unless `uplink` names one) instead of a fixed rate; a bare
+    /// name is looked up in `../shared/data/traces`.
+    pub trace: Option<PathBuf>,
+    /// The uplink trace of `trace`, when it is not `X.up` beside `X.down`.
+    #[serde(default)]
+    pub uplink: Option<PathBuf>,
+    /// Round trip over the radio link (client ⇄ edge), ms.
+    pub radio_rtt_ms: u64,
+    /// Round trip edge ⇄ origin, ms.
+    pub wired_rtt_ms: u64,
+    /// Radio bandwidth the client is told to plan with, bit/s (seed 000's
+    /// known bandwidth); none: what its own recent loads delivered
+    /// ([`mewa_client::rate::DeliveryRate`]), `prior_bps` before the first.
+    pub bandwidth_bps: Option<u64>,
+    /// The client's bandwidth estimate before its first load, bit/s (a
+    /// rate the modem would report).
+    #[serde(default = "default_prior")]
+    pub prior_bps: u64,
+    /// The phone's RRC model on the radio link (`off`, `lte`, `3g`); with
+    /// one, the radio sleeps before every load (a user between two pages).
+    #[serde(default = "default_rrc")]
+    pub radio: Rrc,
+    /// Which pages Chromium loads: every page of a recorded corpus and the
+    /// Fig. 8 pages of a generated one (`auto`), `fig8` or `all`.
+    #[serde(default = "default_browser_pages")]
     pub browser_pages: BrowserPages,
     /// How objects are spread over the connections.
     pub policy: Policy,
-    /// When leaves are requested.
+    /// When the hint-aware client requests images, fonts and media.
     pub dispatch: Dispatch,
-    /// With the hint, request every object whose URL the hint carries
-    /// right after the document (seed 000 §II: the client "sends requests
-    /// to all embedded URLs on parallel connections"); off, objects are
-    /// requested as the page reveals them and the hint only sets n and
-    /// the assignment.
+    /// With the hint, request the objects whose URLs it carries right after
+    /// the document.
     pub prefetch: bool,
-    /// With the hint, one connection whatever n the plan chose (the URLs'
-    /// part of the gain alone).
+    /// With the hint, keep one connection (the hint's URLs only, no n):
+    /// with `prefetch` off as well, the hint does nothing.
+    #[serde(default)]
     pub one_connection: bool,
-    /// The browser runs' proxy holds its prefetch to a first-flight budget
-    /// until the document arrives.
+    /// The browser runs' proxy keeps its prefetch to one initial window per
+    /// connection until the document arrives
+    /// (`mewa_client::proxy::ProxyConfig::first_flight_budget`).
+    #[serde(default)]
     pub first_flight_budget: bool,
     /// The browser runs' proxy holds prefetched images until the urgent
-    /// objects are nearly in (`mewa_client::proxy::ProxyConfig::image_hold`).
+    /// objects are nearly in (`mewa_client::proxy::ProxyConfig::image_hold`;
+    /// off by default).
+    #[serde(default)]
     pub image_hold: bool,
     /// The browser runs' proxy sends prefetched images on the document's
-    /// connection before the document's response head
+    /// connection at once, not after the document's response head
     /// (`mewa_client::proxy::ProxyConfig::images_after_document` off).
+    #[serde(default)]
     pub images_with_document: bool,
     /// The browser runs' proxy holds prefetched images on the page's other
-    /// hosts until the urgent objects are nearly in.
+    /// hosts until the urgent objects are nearly in
+    /// (`mewa_client::proxy::ProxyConfig::hold_other_hosts_images`).
+    #[serde(default)]
     pub hold_other_hosts_images: bool,
-    /// TCP congestion control of the origin.
-    pub congestion: String,
-    /// The test CA's folder.
-    pub ca_dir: PathBuf,
-    /// Where the edge keeps its SQLite store (a fresh file per run).
-    pub store_path: PathBuf,
-    /// Per-load limit.
-    pub timeout: Duration,
-    /// Also load seed 000's Fig. 8 pages in headless Chromium through the
-    /// local proxy: (Chromium binary, runs per page and variant).
-    pub browser: Option<(PathBuf, usize)>,
-    /// Keep each browser load's Chromium NetLog in the result folder's
-    /// `chromium/` (they are a few MB each), for reading the load's phases
-    /// in Chromium's netlog viewer or with [`netlog_times`]'s parser.
+    /// Chromium loads of the Fig. 8 pages per variant (0: none).
+    pub browser_runs: usize,
+    /// The Chromium binary.
+    pub chromium: PathBuf,
+    /// Keep every browser load's NetLog in the result folder.
     pub keep_netlogs: bool,
+    /// Parent of the timestamped result folder.
+    pub out: PathBuf,
 }
 
-impl Setup {
-    /// Seed 000 §IV: average RTT 65 ms, 32 Mbit/s; 45 ms of the RTT over
-    /// the radio and 20 ms wired, 30 runs per page and variant.
-    pub fn seed000(ca_dir: PathBuf, store_path: PathBuf) -> Setup {
-        Setup {
-            radio: RadioLink::Fixed {
-                rate_bps: 32_000_000,
-            },
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            corpus: CorpusChoice::default(),
+            origin: OriginChoice::default(),
+            runs: 30,
+            rate_bps: 32_000_000,
+            trace: None,
+            uplink: None,
             radio_rtt_ms: 45,
             wired_rtt_ms: 20,
-            rrc: Rrc::Off,
-            runs: 30,
-            plan_rate: PlanRate::Fixed(32e6),
-            browser_pages: BrowserPages::Auto,
+            bandwidth_bps: None,
+            prior_bps: default_prior(),
+            radio: default_rrc(),
+            browser_pages: default_browser_pages(),
             policy: Policy::WarmFirst,
             dispatch: Dispatch::Auto,
             prefetch: true,
@@ -228,32 +168,61 @@ impl Setup {
             image_hold: false,
             images_with_document: false,
             hold_other_hosts_images: false,
-            congestion: "cubic".into(),
-            ca_dir,
-            store_path,
-            timeout: Duration::from_secs(120),
-            browser: None,
+            browser_runs: 5,
+            chromium: PathBuf::from(mewa_chromium::DEFAULT_CHROMIUM),
             keep_netlogs: false,
+            out: PathBuf::from("out/lab"),
         }
     }
+}
 
-    pub(crate) fn radio_link(&self) -> LinkConfig {
-        let (down, up) = match &self.radio {
-            RadioLink::Fixed { rate_bps } => (
-                RateSpec::Constant { bps: *rate_bps },
-                RateSpec::Constant { bps: *rate_bps },
-            ),
-            RadioLink::Trace { down, up, .. } => {
-                (RateSpec::Trace(down.clone()), RateSpec::Trace(up.clone()))
-            }
+fn default_prior() -> u64 {
+    10_000_000
+}
+
+fn default_rrc() -> Rrc {
+    Rrc::Off
+}
+
+fn default_browser_pages() -> BrowserPages {
+    BrowserPages::Auto
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_round_trips_through_json_and_fills_defaults() {
+        let c = Config {
+            runs: 3,
+            trace: Some("/data/x.down".into()),
+            dispatch: Dispatch::PullRate,
+            radio: Rrc::Umts,
+            ..Config::default()
         };
-        LinkConfig {
-            radio: self.rrc.config(),
-            ..link_of(self.radio_rtt_ms, down, up)
-        }
+        let text = serde_json::to_string(&c).expect("json");
+        assert!(text.contains("\"radio\":\"3g\""), "{text}");
+        let back: Config = serde_json::from_str(&text).expect("parse");
+        assert_eq!(back, c);
+        // An older or hand-written config names only what it changes.
+        let partial: Config = serde_json::from_str(r#"{"runs": 2}"#).expect("partial");
+        assert_eq!(partial.runs, 2);
+        assert_eq!(partial.radio_rtt_ms, Config::default().radio_rtt_ms);
+        assert!(serde_json::from_str::<Config>(r#"{"rnus": 2}"#).is_err());
     }
 
-    pub(crate) fn wired_link(&self) -> LinkConfig {
-        link_of(self.wired_rtt_ms, RateSpec::Unlimited, RateSpec::Unlimited)
+    #[test]
+    fn choices_keep_their_names() {
+        assert_eq!("warm-first".parse::<Policy>(), Ok(Policy::WarmFirst));
+        assert_eq!("3g".parse::<Rrc>(), Ok(Rrc::Umts));
+        assert_eq!("fig8".parse::<BrowserPages>(), Ok(BrowserPages::Fig8));
+        let e = "5g".parse::<Rrc>().expect_err("no 5G model");
+        assert!(e.to_string().contains("lte, 3g or off"), "{e}");
+        // The report's setting line names them as before.
+        assert_eq!(
+            format!("{:?} {:?}", Rrc::Umts, Policy::WarmFirst),
+            "Umts WarmFirst"
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! edge's namespace.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use mewa_corpus::Corpus;
@@ -11,21 +11,22 @@ use mewa_edge::app::{now_unix_s, Edge};
 use mewa_edge::config::EdgeConfig;
 use mewa_edge::store::Store;
 
-use super::Setup;
-use crate::bed::{Bed, BedError, NsServer, EDGE, PORT_PLAIN};
+use crate::bed::{Bed, NsServer, EDGE, PORT_PLAIN};
+use crate::experiment::ExperimentError;
 
-/// Stores the corpus in a fresh edge store, starts the edge in its
-/// namespace, measures the wired RTT once and builds the hints before
-/// returning (so the first query already gets a hint with the RTT).
-/// Returns the running edge and the measured wired RTT (ms).
+/// Stores the corpus in a fresh edge store at `store` (an earlier one
+/// there is removed), starts the edge in its namespace, measures the wired
+/// RTT once and builds the hints before returning (so the first query
+/// already gets a hint with the RTT). Returns the running edge and the
+/// measured wired RTT to the first page's host (ms).
 pub(crate) fn start_edge(
     bed: &Bed,
     corpus: &Corpus,
-    cfg: &Setup,
-) -> Result<(NsServer, Option<f64>), BedError> {
+    store: &Path,
+) -> Result<(NsServer, Option<f64>), ExperimentError> {
     let topo = bed.running()?;
     for suffix in ["", "-wal", "-shm"] {
-        let mut p = cfg.store_path.clone().into_os_string();
+        let mut p = store.to_path_buf().into_os_string();
         p.push(suffix);
         let _ = std::fs::remove_file(PathBuf::from(p));
     }
@@ -34,14 +35,14 @@ pub(crate) fn start_edge(
         .iter()
         .map(mewa_corpus::convert::to_page_meta)
         .collect();
-    Store::open(&cfg.store_path)
+    Store::open(store)
         .and_then(|mut s| s.put_pages(&pages, "corpus", now_unix_s()))
-        .map_err(|e| BedError::Runtime(format!("edge store: {e}")))?;
+        .map_err(ExperimentError::EdgeStore)?;
     let mut config = EdgeConfig::default();
     config.dns.listen = SocketAddr::from(([0, 0, 0, 0], 53));
     config.dns.udp_sockets = 1;
     config.admin.listen = SocketAddr::from(([127, 0, 0, 1], 8053));
-    config.store.path = cfg.store_path.clone();
+    config.store.path = store.to_path_buf();
     config.monitor.port = PORT_PLAIN;
     config.monitor.every_s = 5;
     config.hint.ttl_s = 3600;
@@ -54,7 +55,7 @@ pub(crate) fn start_edge(
         .pages
         .first()
         .and_then(|p| mewa_hint::page::host_of(&p.main));
-    NsServer::start(
+    let started = NsServer::start(
         topo,
         EDGE,
         1,
@@ -91,5 +92,6 @@ pub(crate) fn start_edge(
             }
             edge.serve(bound, stop.wait()).await;
         },
-    )
+    )?;
+    Ok(started)
 }

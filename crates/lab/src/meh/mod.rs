@@ -13,268 +13,335 @@
 //!
 //! Topology: `client ⇄ radio link ⇄ edge ⇄ wired link ⇄ origin`.
 //!
-//! The experiment is a [`Config`] (what the CLI's flags set, written to
-//! the result folder's `config.json`), [`run`], and a [`MehReport`].
-//! Inside, by job:
-//! - `config`: the client's policies and the resolved [`Setup`];
+//! The experiment is [`Meh`] under the lab's [`Experiment`] contract: a
+//! [`Config`], its units (a pair of loads with and without the hint per
+//! run and page; then a pair of Chromium loads per run and browser page),
+//! each in the result folder's journal the moment it ends, and a
+//! [`MehReport`] built from the journal's records. Inside, by job:
+//! - `config`: the settings and the choices they name;
+//! - `setup`: the settings resolved for the runner;
 //! - `edge`: the edge in the testbed;
-//! - `pairs`: paired loads, with and without the hint;
-//! - `summary`: per-page and overall figures;
-//! - `browser`: headless Chromium through the local proxy;
+//! - `before_load`: the radio link before each load;
+//! - `planner`: what the client remembers from load to load;
+//! - `pairs`: the loader's pairs, with and without the hint;
+//! - `browser`: headless Chromium's pairs, through the local proxy or not;
+//! - `record`: what the journal keeps of each load;
+//! - `summary`: per-page and overall figures over the records;
 //! - `report`: tables, plots and the Markdown report.
 
-pub(crate) mod browser;
+mod before_load;
+mod browser;
 mod config;
 mod edge;
 mod pairs;
+mod planner;
+mod record;
 mod report;
+mod setup;
 mod summary;
 
-use std::path::PathBuf;
+use std::net::SocketAddr;
+use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use mewa_corpus::{Corpus, Page};
+use mewa_link::runtime::LinkOptions;
 
-pub use browser::BrowserRun;
-pub use config::{BrowserPages, Dispatch, PlanRate, Policy, RadioLink, Rrc, Setup};
-pub use pairs::{plan_bdp_bytes, run_setup, PlanAssign, PULL_FLOOR_BYTES, TRACE_STRIDE_MS};
+pub use before_load::TRACE_STRIDE_MS;
+pub use config::{BrowserPages, Config, Dispatch, Policy, Rrc};
+pub use pairs::{plan_bdp_bytes, PlanAssign, PULL_FLOOR_BYTES};
+pub use record::{BrowserRun, EdgeStart, MehRun, Record};
 pub use report::MehReport;
-pub use summary::{fig8_pages, full_hint_bytes, summarise, MehPage, MehResult, MehRun};
+pub use setup::{PlanRate, RadioLink, Setup};
+pub use summary::{fig8_pages, full_hint_bytes, summarise, MehPage, MehResult};
 
+use crate::bed::{replay_groups, Bed, BedError, OriginSettings, CLIENT, EDGE};
 use crate::experiment::{
-    at_least_one, needs_root, read_traces, rtt_in_range, CorpusChoice, ExperimentError,
-    OriginChoice, Progress,
+    at_least_one, needs_root, rtt_in_range, Experiment, ExperimentError, Run, Unit,
 };
-use mewa_report::ResultFolder;
+use browser::{browser_pair, Browsing, ProxyTls};
+use edge::start_edge;
+use mewa_report::{ReportError, ResultFolder};
+use pairs::{load_pair, Client};
+use planner::{Planner, ProxyRtt};
+use record::OlderResult;
 
-/// `mewa lab meh`'s settings. `Default` is seed 000 §IV and what the CLI
-/// shows: 32 Mbit/s radio, RTT 45 ms radio + 20 ms wired, 30 runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Config {
-    /// The pages.
-    pub corpus: CorpusChoice,
-    /// The origin's congestion control and CA.
-    pub origin: OriginChoice,
-    /// Loads per page and variant (seed 000: 30).
-    pub runs: usize,
-    /// Radio link rate both ways, bit/s (seed 000 §IV: 32 Mbit/s average);
-    /// unused with a trace.
-    pub rate_bps: u64,
-    /// A mahimahi downlink trace (any file; `X.up` beside a `X.down` is its
-    /// uplink unless `uplink` names one) instead of a fixed rate; a bare
-    /// name is looked up in `../shared/data/traces`.
-    pub trace: Option<PathBuf>,
-    /// The uplink trace of `trace`, when it is not `X.up` beside `X.down`.
-    #[serde(default)]
-    pub uplink: Option<PathBuf>,
-    /// Round trip over the radio link (client ⇄ edge), ms.
-    pub radio_rtt_ms: u64,
-    /// Round trip edge ⇄ origin, ms.
-    pub wired_rtt_ms: u64,
-    /// Radio bandwidth the client is told to plan with, bit/s (seed 000's
-    /// known bandwidth); none: what its own recent loads delivered
-    /// ([`mewa_client::rate::DeliveryRate`]), `prior_bps` before the first.
-    pub bandwidth_bps: Option<u64>,
-    /// The client's bandwidth estimate before its first load, bit/s (a
-    /// rate the modem would report).
-    #[serde(default = "default_prior")]
-    pub prior_bps: u64,
-    /// The phone's RRC model on the radio link (`off`, `lte`, `3g`); with
-    /// one, the radio sleeps before every load (a user between two pages).
-    #[serde(default = "default_rrc")]
-    pub radio: Rrc,
-    /// Which pages Chromium loads: every page of a recorded corpus and the
-    /// Fig. 8 pages of a generated one (`auto`), `fig8` or `all`.
-    #[serde(default = "default_browser_pages")]
-    pub browser_pages: BrowserPages,
-    /// How objects are spread over the connections.
-    pub policy: Policy,
-    /// When the hint-aware client requests images, fonts and media.
-    pub dispatch: Dispatch,
-    /// With the hint, request the objects whose URLs it carries right after
-    /// the document.
-    pub prefetch: bool,
-    /// With the hint, keep one connection (the hint's URLs only, no n):
-    /// with `prefetch` off as well, the hint does nothing.
-    #[serde(default)]
-    pub one_connection: bool,
-    /// The browser runs' proxy keeps its prefetch to one initial window per
-    /// connection until the document arrives
-    /// (`mewa_client::proxy::ProxyConfig::first_flight_budget`).
-    #[serde(default)]
-    pub first_flight_budget: bool,
-    /// The browser runs' proxy holds prefetched images until the urgent
-    /// objects are nearly in (`mewa_client::proxy::ProxyConfig::image_hold`;
-    /// off by default).
-    #[serde(default)]
-    pub image_hold: bool,
-    /// The browser runs' proxy sends prefetched images on the document's
-    /// connection at once, not after the document's response head
-    /// (`mewa_client::proxy::ProxyConfig::images_after_document` off).
-    #[serde(default)]
-    pub images_with_document: bool,
-    /// The browser runs' proxy holds prefetched images on the page's other
-    /// hosts until the urgent objects are nearly in
-    /// (`mewa_client::proxy::ProxyConfig::hold_other_hosts_images`).
-    #[serde(default)]
-    pub hold_other_hosts_images: bool,
-    /// Chromium loads of the Fig. 8 pages per variant (0: none).
-    pub browser_runs: usize,
-    /// The Chromium binary.
-    pub chromium: PathBuf,
-    /// Keep every browser load's NetLog in the result folder.
-    pub keep_netlogs: bool,
-    /// Parent of the timestamped result folder.
-    pub out: PathBuf,
+/// `mewa lab meh`, prepared: the configuration, its pages and its
+/// resolved settings.
+#[derive(Debug)]
+pub struct Meh {
+    config: Config,
+    corpus: Corpus,
+    setup: Setup,
+    /// The testbed serves each recorded host at its own address (an
+    /// imported corpus): Chromium then loads every page by default.
+    per_host: bool,
 }
 
-impl Default for Config {
-    fn default() -> Config {
-        Config {
-            corpus: CorpusChoice::default(),
-            origin: OriginChoice::default(),
-            runs: 30,
-            rate_bps: 32_000_000,
-            trace: None,
-            uplink: None,
-            radio_rtt_ms: 45,
-            wired_rtt_ms: 20,
-            bandwidth_bps: None,
-            prior_bps: default_prior(),
-            radio: default_rrc(),
-            browser_pages: default_browser_pages(),
-            policy: Policy::WarmFirst,
-            dispatch: Dispatch::Auto,
-            prefetch: true,
-            one_connection: false,
-            first_flight_budget: false,
-            image_hold: false,
-            images_with_document: false,
-            hold_other_hosts_images: false,
-            browser_runs: 5,
-            chromium: PathBuf::from(mewa_chromium::DEFAULT_CHROMIUM),
-            keep_netlogs: false,
-            out: PathBuf::from("out/lab"),
+/// The key of the loader's pair of `page` in run `run`.
+fn pair_key(run: usize, page: &str) -> String {
+    format!("run{run}/{page}")
+}
+
+/// The key of Chromium's pair of `page` in run `run`.
+fn browser_key(run: usize, page: &str) -> String {
+    format!("chromium/run{run}/{page}")
+}
+
+impl Meh {
+    /// The pages Chromium loads.
+    fn browser_pages(&self) -> Vec<&Page> {
+        match (self.setup.browser_pages, self.per_host) {
+            (BrowserPages::All, _) | (BrowserPages::Auto, true) => {
+                self.corpus.pages.iter().collect()
+            }
+            _ => fig8_pages(&self.corpus),
         }
+    }
+
+    /// Chromium's runs per page and variant (0 when there are none).
+    fn browser_runs(&self) -> usize {
+        self.setup.browser.as_ref().map_or(0, |(_, n)| *n)
+    }
+
+    /// The loader's pairs `run` lacks, run by run, the pages interleaved;
+    /// `planner` carries the client's state from load to load.
+    fn loader_pairs(
+        &self,
+        run: &mut Run<'_, Record>,
+        client: &Client<'_>,
+        planner: &mut Planner,
+    ) -> Result<(), ExperimentError> {
+        let pages = &self.corpus.pages;
+        for r in 0..self.setup.runs {
+            for (i, page) in pages.iter().enumerate() {
+                let key = pair_key(r, &page.name);
+                if run.is_done(&key) {
+                    continue;
+                }
+                run.begin(&key);
+                let progress = &*run;
+                let records = load_pair(client, page, r, r * pages.len() + i, planner, &|k, w| {
+                    progress.within(k, w)
+                })?;
+                run.finish(&key, records)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Chromium's pairs `run` lacks, run by run, the pages interleaved.
+    fn browser_pairs(
+        &self,
+        run: &mut Run<'_, Record>,
+        browsing: &Browsing<'_>,
+    ) -> Result<(), ExperimentError> {
+        let mut proxy_rtt = ProxyRtt::replayed(run.records());
+        let pages = self.browser_pages();
+        for r in 0..self.browser_runs() {
+            for (i, page) in pages.iter().enumerate() {
+                let key = browser_key(r, &page.name);
+                if run.is_done(&key) {
+                    continue;
+                }
+                run.begin(&key);
+                let progress = &*run;
+                let records = browser_pair(
+                    browsing,
+                    page,
+                    r,
+                    r * pages.len() + i,
+                    &mut proxy_rtt,
+                    &|k, w| progress.within(k, w),
+                )?;
+                run.finish(&key, records)?;
+            }
+        }
+        Ok(())
     }
 }
 
-fn default_prior() -> u64 {
-    10_000_000
-}
+impl Experiment for Meh {
+    const NAME: &'static str = "meh";
+    const COMMAND: &'static str = "mewa lab meh";
+    type Config = Config;
+    type Record = Record;
+    type Report = MehReport;
 
-fn default_rrc() -> Rrc {
-    Rrc::Off
-}
+    fn prepare(config: &Config) -> Result<Meh, ExperimentError> {
+        at_least_one("--runs", config.runs)?;
+        rtt_in_range("--radio-rtt", config.radio_rtt_ms)?;
+        rtt_in_range("--wired-rtt", config.wired_rtt_ms)?;
+        let corpus = config.corpus.load()?;
+        let setup = Setup::resolve(config)?;
+        let per_host = !replay_groups(&corpus).is_empty();
+        Ok(Meh {
+            config: config.clone(),
+            corpus,
+            setup,
+            per_host,
+        })
+    }
 
-fn default_browser_pages() -> BrowserPages {
-    BrowserPages::Auto
-}
+    fn config(&self) -> &Config {
+        &self.config
+    }
 
-/// Runs the experiment: builds the testbed, loads every page `runs` times
-/// with and without the hint (and in Chromium when asked), and returns the
-/// report; the result folder under [`Config::out`] holds `config.json` from
-/// the start. Needs root.
-pub fn run(config: &Config, progress: &Progress) -> Result<MehReport, ExperimentError> {
-    at_least_one("--runs", config.runs)?;
-    rtt_in_range("--radio-rtt", config.radio_rtt_ms)?;
-    rtt_in_range("--wired-rtt", config.wired_rtt_ms)?;
-    let corpus = config.corpus.load()?;
-    let (radio, link_bps) = match &config.trace {
-        Some(t) => {
-            let (down, d, u) = read_traces(t, config.uplink.as_deref())?;
-            let mean = d.mean_bps();
-            let name = down.file_name().map_or_else(
-                || down.display().to_string(),
-                |n| n.to_string_lossy().into(),
-            );
-            (
-                RadioLink::Trace {
-                    name,
-                    down: d,
-                    up: u,
-                },
-                mean,
-            )
-        }
-        None => (
-            RadioLink::Fixed {
-                rate_bps: config.rate_bps,
-            },
-            config.rate_bps as f64,
-        ),
-    };
-    let plan_rate = match config.bandwidth_bps {
-        Some(b) => PlanRate::Fixed(b as f64),
-        None => PlanRate::Observed {
-            prior_bps: config.prior_bps as f64,
-        },
-    };
-    let browser = match (config.browser_runs, config.chromium.exists()) {
-        (0, _) => None,
-        (n, true) => Some((config.chromium.clone(), n)),
-        (_, false) => {
+    fn out(&self) -> Option<&Path> {
+        Some(&self.config.out)
+    }
+
+    /// Root for the testbed. Chromium is not required: without it the
+    /// browser runs are left out, with a warning.
+    fn check_machine(&self) -> Result<(), ExperimentError> {
+        if self.config.browser_runs > 0 && self.setup.browser.is_none() {
             tracing::warn!(
                 "skipping the browser runs: no Chromium at {} (apt-get install chromium, or --chromium PATH)",
-                config.chromium.display()
+                self.config.chromium.display()
             );
-            None
         }
-    };
-    let origin = config.origin.settings()?;
-    needs_root()?;
-    let folder = ResultFolder::create(&config.out, "meh", "mewa lab meh", config)?;
-    let setup = Setup {
-        radio,
-        radio_rtt_ms: config.radio_rtt_ms,
-        wired_rtt_ms: config.wired_rtt_ms,
-        runs: config.runs,
-        plan_rate,
-        rrc: config.radio,
-        browser_pages: config.browser_pages,
-        policy: config.policy,
-        dispatch: config.dispatch,
-        prefetch: config.prefetch,
-        one_connection: config.one_connection,
-        first_flight_budget: config.first_flight_budget,
-        image_hold: config.image_hold,
-        images_with_document: config.images_with_document,
-        hold_other_hosts_images: config.hold_other_hosts_images,
-        congestion: origin.congestion,
-        browser,
-        keep_netlogs: config.keep_netlogs,
-        ..Setup::seed000(origin.ca_dir, folder.path().join("edge.sqlite"))
-    };
-    let result = run_setup(&corpus, &setup, folder.path(), progress)?;
-    Ok(MehReport::new(
-        config.clone(),
-        &setup,
-        link_bps,
-        result,
-        folder,
-    ))
+        needs_root()
+    }
+
+    fn units(&self) -> Vec<Unit> {
+        let runs = self.setup.runs;
+        let mut units = Vec::new();
+        for r in 0..runs {
+            for page in &self.corpus.pages {
+                units.push(Unit {
+                    key: pair_key(r, &page.name),
+                    what: format!("run {}/{runs}, {}", r + 1, page.name),
+                    loads: 2,
+                });
+            }
+        }
+        let n = self.browser_runs();
+        for r in 0..n {
+            for page in self.browser_pages() {
+                units.push(Unit {
+                    key: browser_key(r, &page.name),
+                    what: format!("Chromium run {}/{n}, {}", r + 1, page.name),
+                    loads: 2,
+                });
+            }
+        }
+        units
+    }
+
+    /// One testbed for every unit left: the loader's pairs, then
+    /// Chromium's (planning with the bandwidth the client's loads showed).
+    /// The edge's wired RTT goes in as a note per testbed start; the
+    /// client's state is rebuilt from the units done before.
+    fn execute(&self, run: &mut Run<'_, Record>) -> Result<(), ExperimentError> {
+        if !run.any_left("") {
+            return Ok(());
+        }
+        let folder = match run.folder() {
+            Some(f) => f.to_path_buf(),
+            None => std::env::temp_dir().join(format!("mewa-meh-{}", std::process::id())),
+        };
+        let cfg = &self.setup;
+        let origin = OriginSettings {
+            congestion: cfg.congestion.clone(),
+            ca_dir: cfg.ca_dir.clone(),
+            iw: None,
+        };
+        let bed = Bed::start_with_edge(
+            &self.corpus,
+            cfg.radio_link(),
+            LinkOptions::default(),
+            cfg.wired_link(),
+            &origin,
+        )?;
+        std::fs::create_dir_all(&folder).map_err(ExperimentError::io("creating", &folder))?;
+        let (edge, wired_rtt_ms) = start_edge(&bed, &self.corpus, &folder.join("edge.sqlite"))?;
+        let start = EdgeStart {
+            wired_rtt_ms,
+            at_unix_s: Some(mewa_edge::app::now_unix_s()),
+        };
+        run.note("edge", vec![Record::Edge(start)])?;
+        let edge_ip = bed
+            .running()?
+            .addr_towards(EDGE, CLIENT)
+            .map_err(BedError::from)?;
+        let edge_addr = SocketAddr::from((edge_ip, 53));
+        let mut planner = Planner::replayed(cfg, run.records());
+        let client = Client {
+            bed: &bed,
+            edge: edge_addr,
+            setup: cfg,
+        };
+        self.loader_pairs(run, &client, &mut planner)?;
+        if cfg.browser.is_some() && run.any_left("chromium/") {
+            let dir = folder.join("chromium");
+            std::fs::create_dir_all(&dir).map_err(ExperimentError::io("creating", &dir))?;
+            let tls = ProxyTls::new(&cfg.ca_dir)?;
+            let browsing = Browsing {
+                bed: &bed,
+                edge: edge_addr,
+                setup: cfg,
+                tls: &tls,
+                work_dir: &dir,
+                bandwidth_bps: planner.bandwidth_bps(),
+            };
+            self.browser_pairs(run, &browsing)?;
+        }
+        drop(edge);
+        bed.shutdown()?;
+        Ok(())
+    }
+
+    fn report(
+        &self,
+        records: Vec<Record>,
+        folder: Option<ResultFolder>,
+    ) -> Result<MehReport, ExperimentError> {
+        let result = summarise(&self.corpus, records);
+        Ok(MehReport::new(
+            self.config.clone(),
+            &self.setup,
+            result,
+            folder,
+        ))
+    }
+
+    /// Folders written before the journal: the loads in `result.json`.
+    fn older_records(dir: &Path) -> Option<Result<Vec<Record>, ExperimentError>> {
+        let path = dir.join("result.json");
+        path.is_file().then(|| read_older(&path))
+    }
+}
+
+/// The records of an older folder's `result.json` at `path`.
+fn read_older(path: &Path) -> Result<Vec<Record>, ExperimentError> {
+    let text = std::fs::read(path).map_err(ExperimentError::io("reading", path))?;
+    let older: OlderResult = serde_json::from_slice(&text).map_err(|e| ReportError::ReadBack {
+        path: path.to_path_buf(),
+        message: "not the result of `mewa lab meh`".into(),
+        source: Box::new(e),
+    })?;
+    Ok(older.into_records())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::{CorpusChoice, OriginChoice, Progress};
 
-    #[test]
-    fn config_round_trips_through_json_and_fills_defaults() {
-        let c = Config {
-            runs: 3,
-            trace: Some("/data/x.down".into()),
-            dispatch: Dispatch::PullRate,
+    fn small(out: &Path) -> Config {
+        Config {
+            corpus: CorpusChoice {
+                path: None,
+                pages: vec!["622k".into(), "1412k".into()],
+            },
+            origin: OriginChoice {
+                ca_dir: Some(out.join("ca")),
+                ..OriginChoice::default()
+            },
+            runs: 2,
+            browser_runs: 0,
+            out: out.to_path_buf(),
             ..Config::default()
-        };
-        let text = serde_json::to_string(&c).expect("json");
-        let back: Config = serde_json::from_str(&text).expect("parse");
-        assert_eq!(back, c);
-        // An older or hand-written config names only what it changes.
-        let partial: Config = serde_json::from_str(r#"{"runs": 2}"#).expect("partial");
-        assert_eq!(partial.runs, 2);
-        assert_eq!(partial.radio_rtt_ms, Config::default().radio_rtt_ms);
-        assert!(serde_json::from_str::<Config>(r#"{"rnus": 2}"#).is_err());
+        }
     }
 
     #[test]
@@ -284,7 +351,7 @@ mod tests {
             ..Config::default()
         };
         assert!(matches!(
-            run(&bad, &Progress::none()),
+            Meh::run(&bad, &Progress::none()),
             Err(ExperimentError::Config {
                 field: "--runs",
                 ..
@@ -295,11 +362,163 @@ mod tests {
             ..Config::default()
         };
         assert!(matches!(
-            run(&bad, &Progress::none()),
+            Meh::run(&bad, &Progress::none()),
             Err(ExperimentError::Config {
                 field: "--wired-rtt",
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn units_are_pairs_of_loads_then_chromium_pairs() {
+        let dir = std::env::temp_dir();
+        let mut c = small(&dir);
+        // A Chromium that exists wherever the test runs: the browser runs
+        // are planned (the binary is only looked for, not started).
+        c.chromium = std::env::current_exe().expect("test binary");
+        c.browser_runs = 1;
+        let meh = Meh::prepare(&c).expect("prepared");
+        let units = meh.units();
+        let keys: Vec<&str> = units.iter().map(|u| u.key.as_str()).collect();
+        assert_eq!(units.len(), 2 * 2 + 2, "{keys:?}");
+        assert!(units.iter().all(|u| u.loads == 2));
+        assert!(keys[0].starts_with("run0/meh15-02-622k"), "{keys:?}");
+        assert!(keys[3].starts_with("run1/"), "{keys:?}");
+        assert!(keys[4].starts_with("chromium/run0/"), "{keys:?}");
+        // Without Chromium, no browser units.
+        c.chromium = "/nonexistent/chromium".into();
+        let meh = Meh::prepare(&c).expect("prepared");
+        assert_eq!(meh.units().len(), 4);
+    }
+
+    /// A load's row as a test writes it.
+    fn row(page: &str, run: usize, with_hint: bool, plt_s: f64, n: u32) -> Record {
+        Record::Load(Box::new(MehRun {
+            page: page.into(),
+            page_bytes: 622_000,
+            objects: 32,
+            run,
+            with_hint,
+            ok: true,
+            plt_s: Some(plt_s),
+            n,
+            connections: n as usize,
+            dns_ms: 45.5,
+            hint_bytes: 404,
+            hint_over_tcp: false,
+            answer_bytes: 511,
+            urls_over_tcp: false,
+            urls_ms: with_hint.then_some(0.0),
+            ready_ms: Some(66.0),
+            fallback: None,
+            idle_share: Some(0.3),
+            error: None,
+            peak_window_bytes: Some(200_000),
+            handshake_us: Some(65_900),
+        }))
+    }
+
+    #[test]
+    fn the_report_is_built_from_records_alone() {
+        let dir = std::env::temp_dir();
+        let meh = Meh::prepare(&small(&dir)).expect("prepared");
+        let page = meh.corpus.pages[0].name.clone();
+        let records = vec![
+            Record::Edge(EdgeStart {
+                wired_rtt_ms: Some(20.4),
+                at_unix_s: Some(1_800_000_000),
+            }),
+            row(&page, 0, false, 0.5, 1),
+            row(&page, 0, true, 0.25, 3),
+            Record::Edge(EdgeStart {
+                wired_rtt_ms: Some(21.0),
+                at_unix_s: Some(1_800_000_600),
+            }),
+            row(&page, 1, true, 0.5, 3),
+            row(&page, 1, false, 0.75, 1),
+        ];
+        let report = meh.report(records.clone(), None).expect("report");
+        let res = &report.result;
+        assert_eq!(res.runs.len(), 4);
+        let p = res.pages.iter().find(|p| p.page == page).expect("page");
+        assert_eq!(p.n, 3);
+        assert_eq!(p.median_without_s, Some(0.625));
+        assert_eq!(p.median_with_s, Some(0.375));
+        assert!(p.reduction_pct.is_some_and(|r| (r - 40.0).abs() < 1e-9));
+        assert_eq!(p.urls_via, "udp");
+        // The other page had no loads.
+        assert_eq!(res.pages.len(), 2);
+        assert_eq!(res.pages[1].median_with_s, None);
+        // The first testbed start's wired RTT; both named.
+        assert_eq!(res.measured_wired_rtt_ms, Some(20.4));
+        let text = mewa_report::Report::text(&report);
+        assert!(text.contains("reduction %"), "{text}");
+        assert!(
+            text.contains("wired RTT measured by the edge: 20.4 ms (the first of 2 testbed starts: 20.4, 21.0 ms)"),
+            "{text}"
+        );
+        assert!(!text.contains("Chromium page"), "{text}");
+        // Built again from the same records: the same tables, the full
+        // hint's size included (encoded at the first start's moment).
+        let again = meh.report(records, None).expect("report");
+        assert_eq!(mewa_report::Report::text(&again), text);
+        assert_eq!(
+            res.pages[0].full_hint_bytes,
+            full_hint_bytes(&meh.corpus.pages[0], Some(20.4), 1_800_000_000)
+        );
+    }
+
+    #[test]
+    fn a_run_stopped_before_its_first_pair_still_has_a_report() {
+        let dir = std::env::temp_dir().join(format!("mewa-meh-empty-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let meh = Meh::prepare(&small(&dir)).expect("prepared");
+        let records = vec![Record::Edge(EdgeStart {
+            wired_rtt_ms: Some(20.4),
+            at_unix_s: Some(1_800_000_000),
+        })];
+        let report = meh.report(records, None).expect("report");
+        let text = mewa_report::Report::text(&report);
+        assert!(text.contains("median reduction %"), "{text}");
+        // Nothing to draw: no figure, and no error.
+        let plots = mewa_report::Report::plots(&report, &dir).expect("plots");
+        assert!(plots.is_empty(), "{plots:?}");
+        assert!(mewa_report::Report::markdown(&report).contains("No load completed"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_older_folder_is_read_from_its_result_json() {
+        let dir = std::env::temp_dir().join(format!("mewa-meh-older-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        assert!(Meh::older_records(&dir).is_none());
+        let old = serde_json::json!({
+            "runs": [{
+                "page": "p", "page_bytes": 1, "objects": 1, "run": 0,
+                "with_hint": true, "ok": true, "plt_s": 0.5, "n": 2,
+                "connections": 2, "dns_ms": 45.0, "hint_bytes": 300,
+                "hint_over_tcp": false, "fallback": null, "idle_share": null,
+                "error": null
+            }],
+            "pages": [],
+            "browser": [{"page": "p", "run": 0, "with_hint": false, "plt_s": 1.0,
+                         "n": 0, "error": null}],
+            "measured_wired_rtt_ms": 20.5
+        });
+        std::fs::write(dir.join("result.json"), old.to_string()).expect("write");
+        let records = Meh::older_records(&dir)
+            .expect("a result.json")
+            .expect("reads");
+        assert_eq!(records.len(), 3);
+        assert!(matches!(&records[0], Record::Edge(e) if e.wired_rtt_ms == Some(20.5)));
+        assert!(matches!(&records[1], Record::Load(l) if l.n == 2 && l.answer_bytes == 0));
+        assert!(matches!(&records[2], Record::Chromium(b) if !b.with_hint));
+        std::fs::write(dir.join("result.json"), "{\"runs\": 3}").expect("write");
+        let e = Meh::older_records(&dir)
+            .expect("a result.json")
+            .expect_err("bad");
+        assert!(e.to_string().contains("result.json"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,5 +1,8 @@
-//! Paired loads: each page with the hint and without, back to back, on
-//! the same stretch of a trace.
+//! Paired loads by the built-in loader: each page with the hint and
+//! without, back to back, on the same stretch of a trace. With the hint
+//! the client asks the edge, plans n from the hint (Algorithm 1) and
+//! spreads the objects over the n connections; without it, one
+//! connection.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -7,21 +10,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mewa_client::advice::{plan, Fallback, Plan, Radio};
-use mewa_client::rate::DeliveryRate;
 use mewa_client::resolve::{fetch_url_list, resolve, Resolved};
-use mewa_corpus::{Corpus, Object, Page};
+use mewa_corpus::{Object, Page};
 use mewa_edge::app::now_unix_s;
-use mewa_link::runtime::LinkOptions;
-
-use super::browser::browser_runs;
-use super::config::{BrowserPages, PlanRate};
-use super::edge::start_edge;
-use super::summary::{fig8_pages, summarise, to_run, MehResult};
-use super::{Dispatch, Policy, RadioLink, Setup};
-use crate::bed::{Bed, BedError, OriginSettings, EDGE};
-use crate::experiment::Progress;
+use mewa_loader::metrics::PageMetrics;
 use mewa_loader::record::{LoadRecord, Protocol};
 use mewa_loader::{Assign, LeastOutstanding, LoadOptions, WarmFirst};
+
+use super::before_load::prepare_load;
+use super::config::{Dispatch, Policy};
+use super::planner::{Observation, Planner};
+use super::record::{MehRun, Record};
+use super::setup::Setup;
+use crate::bed::{Bed, BedError};
+use crate::experiment::ExperimentError;
 
 /// The hint's plan as a loader [`Assign`] policy.
 #[derive(Debug)]
@@ -59,12 +61,14 @@ impl Assign for PlanAssign {
 }
 
 /// What one load needs from the edge.
-pub(crate) struct Lookup {
-    pub(crate) resolved: Resolved,
-    pub(crate) plan: Result<Plan, Fallback>,
+struct Lookup {
+    /// The edge's answer.
+    resolved: Resolved,
+    /// The plan made from its hint, or why there is none.
+    plan: Result<Plan, Fallback>,
     /// When the client had the object URLs, from the start of the load
     /// (zero when the UDP answer carried them; `None` when it never did).
-    pub(crate) urls_at: Option<Duration>,
+    urls_at: Option<Duration>,
 }
 
 /// The least budget of [`Dispatch::PullRate`] (the proxy uses the same).
@@ -98,7 +102,7 @@ fn one_load(
     cfg: &Setup,
     bw: f64,
     recent_rtt_s: Option<f64>,
-) -> Result<(LoadRecord, Lookup), BedError> {
+) -> Result<(LoadRecord, Lookup), ExperimentError> {
     let host = mewa_hint::page::host_of(&page.main).unwrap_or_default();
     let policy = cfg.policy;
     let dispatch = cfg.dispatch;
@@ -115,7 +119,10 @@ fn one_load(
         // trace's outage can swallow the first query.
         let resolved = resolve(edge, &host, &page.main, Duration::from_secs(10))
             .await
-            .map_err(|e| BedError::Runtime(format!("DNS: {e}")))?;
+            .map_err(|source| ExperimentError::Resolve {
+                host: host.clone(),
+                source,
+            })?;
         let addr: IpAddr = resolved.addrs.first().copied().ok_or_else(|| {
             BedError::Runtime(format!("DNS: the edge gave no address for {host}"))
         })?;
@@ -179,7 +186,9 @@ fn one_load(
                 }
             }
         }
-        let rec = mewa_loader::load(page, &opts).await?;
+        let rec = mewa_loader::load(page, &opts)
+            .await
+            .map_err(BedError::from)?;
         let urls_at = match late {
             Some(t) => t.await.ok().flatten(),
             None => match &plan {
@@ -198,193 +207,116 @@ fn one_load(
     })?
 }
 
-/// Offset between the trace stretches two successive pairs of loads replay
-/// on a trace link, ms (a prime, so pairs do not fall into step with a
-/// trace's period).
-pub const TRACE_STRIDE_MS: u64 = 9_973;
+/// Where the loads of the pairs go.
+pub(crate) struct Client<'a> {
+    /// The testbed.
+    pub(crate) bed: &'a Bed,
+    /// The edge's DNS server, as the client reaches it.
+    pub(crate) edge: SocketAddr,
+    /// The settings.
+    pub(crate) setup: &'a Setup,
+}
 
-/// Before each load of pair `pair`: on a trace radio link, restarts the
-/// traces at the pair's stretch (pairs spread over the trace by
-/// [`TRACE_STRIDE_MS`]) from the load's first packet on, so that both
-/// loads of a pair replay the same stretch and their difference is the
-/// hint's, not the trace's nor the browser's start-up time; with an
-/// RRC model, puts the radio to sleep, the idle gap a phone has between
-/// two pages, so every load pays the promotion.
-pub(crate) fn prepare_load(
-    topo: &mewa_link::runtime::Topology,
-    cfg: &Setup,
+/// The pair of loads of `page` in run `run`, the `pair`-th of the run's
+/// pairs (its stretch of the trace): with and without the hint, back to
+/// back, the order alternating between runs so neither variant always
+/// goes first. Each load is planned from `planner`, which then takes it
+/// in. `within` hears of each load as it starts (loads of the pair done,
+/// what).
+pub(crate) fn load_pair(
+    client: &Client<'_>,
+    page: &Page,
+    run: usize,
     pair: usize,
-) -> Result<(), BedError> {
-    // The last load's connections close after it ends (FINs, the origin's
-    // last ACKs): let them cross first, or they would wake the radio and
-    // start the trace's stretch before this load begins.
-    let stray = wait_for_quiet_link(topo)?;
-    if stray > 0 {
-        tracing::debug!("lab: {stray} packets of the last load crossed the radio after it");
-    }
-    if matches!(cfg.radio, RadioLink::Trace { .. }) {
-        let at_ms = (pair as u64).saturating_mul(TRACE_STRIDE_MS);
-        topo.rewind_traces_at_next_packet(crate::bed::CLIENT, EDGE, at_ms)?;
-    }
-    if cfg.rrc != super::config::Rrc::Off {
-        topo.radio_idle(crate::bed::CLIENT, EDGE)?;
-    }
-    Ok(())
-}
-
-/// How long the radio link must carry nothing before a load is prepared.
-const QUIET: Duration = Duration::from_millis(300);
-/// The longest wait for [`QUIET`]: a link that never goes quiet (some
-/// other traffic) must not stop the experiment.
-const QUIET_AT_MOST: Duration = Duration::from_secs(3);
-
-/// Waits until the radio link has been without packets for [`QUIET`] (at
-/// most [`QUIET_AT_MOST`]); the packets that crossed meanwhile.
-fn wait_for_quiet_link(topo: &mewa_link::runtime::Topology) -> Result<u64, BedError> {
-    let count = || -> Result<(u64, bool), BedError> {
-        let s = topo.link_stats(crate::bed::CLIENT, EDGE)?;
-        let empty = s.up_queued_bytes == 0 && s.down_queued_bytes == 0;
-        Ok((s.up.arrivals + s.down.arrivals, empty))
+    planner: &mut Planner,
+    within: &dyn Fn(usize, &str),
+) -> Result<Vec<Record>, ExperimentError> {
+    let cfg = client.setup;
+    let order = if run % 2 == 0 {
+        [false, true]
+    } else {
+        [true, false]
     };
-    let start = std::time::Instant::now();
-    let (first, _) = count()?;
-    let (mut last, mut since) = (first, start);
-    while start.elapsed() < QUIET_AT_MOST {
-        std::thread::sleep(Duration::from_millis(50));
-        let (now, empty) = count()?;
-        if now != last || !empty {
-            (last, since) = (now, std::time::Instant::now());
-        } else if since.elapsed() >= QUIET {
-            break;
-        }
+    let mut out = Vec::with_capacity(2);
+    for (k, with_hint) in order.into_iter().enumerate() {
+        within(
+            k,
+            &format!(
+                "run {}/{}, {} {}",
+                run + 1,
+                cfg.runs,
+                page.name,
+                if with_hint { "with hint" } else { "without" }
+            ),
+        );
+        prepare_load(client.bed.running()?, cfg, pair)?;
+        let (rec, lookup) = one_load(
+            client.bed,
+            client.edge,
+            page,
+            with_hint,
+            cfg,
+            planner.bandwidth_bps(),
+            planner.recent_rtt_s(),
+        )?;
+        let seen = planner.observation(&rec);
+        planner.observe(seen);
+        out.push(Record::Load(Box::new(to_run(
+            page, run, with_hint, &rec, &lookup, seen,
+        ))));
     }
-    Ok(last - first)
+    Ok(out)
 }
 
-/// The client's planning bandwidth now: told, or what its recent loads
-/// delivered (the prior before any).
-pub(crate) fn plan_bandwidth(cfg: &Setup, seen: &DeliveryRate) -> f64 {
-    match cfg.plan_rate {
-        PlanRate::Fixed(b) => b,
-        PlanRate::Observed { prior_bps } => seen.estimate_bps().unwrap_or(prior_bps),
-    }
-}
-
-/// The quickest TCP handshake of a load's connections, seconds.
-fn quickest_handshake_s(rec: &LoadRecord) -> Option<f64> {
-    rec.connections
-        .iter()
-        .filter_map(|c| c.connected_us.map(|t| t.saturating_sub(c.open_us)))
-        .filter(|&us| us > 0)
-        .min()
-        .map(|us| us as f64 / 1e6)
-}
-
-/// A load's body arrivals `(µs, bytes)` in time order.
-fn arrivals(rec: &LoadRecord) -> Vec<(u64, u64)> {
-    let mut a: Vec<(u64, u64)> = rec
-        .objects
-        .iter()
-        .flat_map(|o| o.chunks.iter().map(|c| (c.t_us, c.bytes)))
-        .collect();
-    a.sort_unstable();
-    a
-}
-
-/// Runs every page `cfg.runs` times with and without the hint, back to
-/// back (the order alternates between runs so neither variant always goes
-/// first). On a trace link both loads of a pair start at the same moment
-/// of the trace.
-///
-/// Browser runs (when [`Setup::browser`] asks for them) work in
-/// `work_dir/chromium`.
-pub fn run_setup(
-    corpus: &Corpus,
-    cfg: &Setup,
-    work_dir: &std::path::Path,
-    progress: &Progress,
-) -> Result<MehResult, BedError> {
-    let origin = OriginSettings {
-        congestion: cfg.congestion.clone(),
-        ca_dir: cfg.ca_dir.clone(),
-        iw: None,
+/// A load's row: its figures, what the edge said and what the client
+/// took from it.
+fn to_run(
+    page: &Page,
+    run: usize,
+    with_hint: bool,
+    rec: &LoadRecord,
+    l: &Lookup,
+    seen: Observation,
+) -> MehRun {
+    let m = PageMetrics::from_record(rec);
+    let ok = rec.ok();
+    let fallback = match (&l.resolved.hint, &l.plan) {
+        (Err(f), _) => Some(f.to_string()),
+        (Ok(_), Err(e)) => Some(e.to_string()),
+        _ => None,
     };
-    let bed = Bed::start_with_edge(
-        corpus,
-        cfg.radio_link(),
-        LinkOptions::default(),
-        cfg.wired_link(),
-        &origin,
-    )?;
-    let (edge, wired_ms) = start_edge(&bed, corpus, cfg)?;
-    let topo = bed.running()?;
-    let edge_ip = topo.addr_towards(EDGE, crate::bed::CLIENT)?;
-    let edge_addr = SocketAddr::from((edge_ip, 53));
-    let total = cfg.runs * corpus.pages.len() * 2;
-    let mut done = 0;
-    // What the phone has seen its loads deliver, over windows of one
-    // end-to-end round trip.
-    let mut seen = DeliveryRate::new((cfg.radio_rtt_ms + cfg.wired_rtt_ms) * 1000);
-    // And the round trips its handshakes took after the radio's promotion.
-    let mut recent = mewa_client::rate::RecentRtt::new();
-    let mut runs = Vec::with_capacity(total);
-    for r in 0..cfg.runs {
-        for (i, page) in corpus.pages.iter().enumerate() {
-            let pair = r * corpus.pages.len() + i;
-            let order = if r % 2 == 0 {
-                [false, true]
-            } else {
-                [true, false]
-            };
-            for with_hint in order {
-                let what = format!(
-                    "run {}/{}, {} {}",
-                    r + 1,
-                    cfg.runs,
-                    page.name,
-                    if with_hint { "with hint" } else { "without" }
-                );
-                progress.step(done, total, &what);
-                prepare_load(topo, cfg, pair)?;
-                let bw = plan_bandwidth(cfg, &seen);
-                let (rec, lookup) = one_load(
-                    &bed,
-                    edge_addr,
-                    page,
-                    with_hint,
-                    cfg,
-                    bw,
-                    recent.estimate_s(),
-                )?;
-                seen.observe(&arrivals(&rec));
-                if let Some(h) = quickest_handshake_s(&rec) {
-                    recent.observe(h);
-                }
-                runs.push(to_run(page, r, with_hint, &rec, &lookup));
-                done += 1;
-            }
-        }
+    MehRun {
+        page: page.name.clone(),
+        page_bytes: page.total_bytes(),
+        objects: page.objects.len(),
+        run,
+        with_hint,
+        ok,
+        plt_s: m.plt_wire_s,
+        n: match (&l.plan, with_hint) {
+            (Ok(p), true) => p.n,
+            _ => 1,
+        },
+        connections: m.connections,
+        dns_ms: l.resolved.rtt.as_secs_f64() * 1000.0,
+        hint_bytes: l.resolved.hint_bytes,
+        hint_over_tcp: l.resolved.over_tcp,
+        answer_bytes: l.resolved.answer_bytes,
+        urls_over_tcp: l.resolved.urls_over_tcp,
+        urls_ms: with_hint
+            .then_some(l.urls_at)
+            .flatten()
+            .map(|d| d.as_secs_f64() * 1000.0),
+        ready_ms: rec
+            .connections
+            .iter()
+            .filter_map(|c| c.ready_us)
+            .min()
+            .map(|us| us as f64 / 1000.0),
+        fallback,
+        idle_share: m.idle_share,
+        error: (!ok).then(|| rec.first_error().unwrap_or_else(|| "incomplete".into())),
+        peak_window_bytes: seen.peak_window_bytes,
+        handshake_us: seen.handshake_us,
     }
-    let browser = match &cfg.browser {
-        Some(_) => {
-            let dir = work_dir.join("chromium");
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| BedError::Runtime(format!("creating {}: {e}", dir.display())))?;
-            let pages: Vec<&Page> = match (cfg.browser_pages, bed.per_host()) {
-                (BrowserPages::All, _) | (BrowserPages::Auto, true) => {
-                    corpus.pages.iter().collect()
-                }
-                _ => fig8_pages(corpus),
-            };
-            let bw = plan_bandwidth(cfg, &seen);
-            browser_runs(&bed, edge_addr, &pages, cfg, bw, &dir, progress)?
-        }
-        None => Vec::new(),
-    };
-    progress.step(done, total, "done");
-    drop(edge);
-    bed.shutdown()?;
-    let mut res = summarise(corpus, runs, wired_ms);
-    res.browser = browser;
-    Ok(res)
 }

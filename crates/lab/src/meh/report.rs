@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 
 use mewa_model::repro::meh;
 
-use super::{BrowserRun, Config, MehResult, PlanRate, RadioLink, Setup};
+use super::config::Config;
+use super::record::BrowserRun;
+use super::setup::{PlanRate, RadioLink, Setup};
+use super::summary::MehResult;
 use mewa_report::ResultFolder;
 use mewa_report::{opt, to_json, BoxGroup, Chart, Mark, Report, ReportError, Series, Table};
 
@@ -173,7 +176,21 @@ fn summary(res: &MehResult, setting: &str) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "setting: {setting}");
     if let Some(w) = res.measured_wired_rtt_ms {
-        let _ = writeln!(s, "wired RTT measured by the edge: {w:.1} ms");
+        let _ = write!(s, "wired RTT measured by the edge: {w:.1} ms");
+        if res.wired_rtts_ms.len() > 1 {
+            let all: Vec<String> = res
+                .wired_rtts_ms
+                .iter()
+                .map(|w| format!("{w:.1}"))
+                .collect();
+            let _ = write!(
+                s,
+                " (the first of {} testbed starts: {} ms)",
+                all.len(),
+                all.join(", ")
+            );
+        }
+        s.push('\n');
     }
     let mut t = Table::new(&["figure", "measured", "seed 000", "target"]);
     let red = res.median_reduction_pct;
@@ -306,6 +323,82 @@ fn summary(res: &MehResult, setting: &str) -> String {
     s
 }
 
+/// Whether any load of the loader completed with a PLT: the plots have
+/// something to draw.
+fn any_load_measured(res: &MehResult) -> bool {
+    res.runs.iter().any(|r| r.ok && r.plt_s.is_some())
+}
+
+/// Every load's PLT as a CDF, without and with the hint (seed 000 Fig. 7).
+fn cdf_plot(res: &MehResult, path: &Path) -> Result<(), ReportError> {
+    let cdf = |with: bool| -> Vec<(f64, f64)> {
+        let mut v: Vec<f64> = res
+            .runs
+            .iter()
+            .filter(|r| r.ok && r.with_hint == with)
+            .filter_map(|r| r.plt_s)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len() as f64;
+        v.iter()
+            .enumerate()
+            .flat_map(|(i, &x)| [(x, i as f64 / n), (x, (i + 1) as f64 / n)])
+            .collect()
+    };
+    mewa_report::draw(
+        path,
+        &Chart {
+            title: "Page load time, every page and run (seed 000 Fig. 7)",
+            x_label: "page load time (first SYN to last data byte), s",
+            y_label: "CDF",
+            log_y: false,
+        },
+        &[
+            Series {
+                name: "HTTP/2, one connection (without hint)".into(),
+                points: cdf(false),
+                mark: Mark::Line,
+                colour: 0,
+            },
+            Series {
+                name: "with Mobile Edge Hint".into(),
+                points: cdf(true),
+                mark: Mark::Line,
+                colour: 1,
+            },
+        ],
+    )
+}
+
+/// Per page, the PLTs without and with the hint as boxes (seed 000
+/// Fig. 8 for every page).
+fn box_plot(res: &MehResult, path: &Path) -> Result<(), ReportError> {
+    let groups: Vec<BoxGroup> = res
+        .pages
+        .iter()
+        .map(|p| {
+            let of = |with: bool| -> Vec<f64> {
+                res.runs
+                    .iter()
+                    .filter(|r| r.page == p.page && r.ok && r.with_hint == with)
+                    .filter_map(|r| r.plt_s)
+                    .collect()
+            };
+            BoxGroup {
+                label: format!("{:.0}k n={}", p.page_bytes as f64 / 1000.0, p.n),
+                boxes: vec![of(false), of(true)],
+            }
+        })
+        .collect();
+    mewa_report::draw_boxes(
+        path,
+        "Page load time per page, without (left) and with (right) the hint (seed 000 Fig. 8)",
+        "page load time, s",
+        &["without hint", "with hint"],
+        &groups,
+    )
+}
+
 /// What `mewa lab meh` measured, with the configuration that produced it.
 #[derive(Debug, Clone)]
 pub struct MehReport {
@@ -315,23 +408,24 @@ pub struct MehReport {
     pub setting: String,
     /// Every load and the figures over them.
     pub result: MehResult,
-    folder: ResultFolder,
+    folder: Option<ResultFolder>,
 }
 
 impl MehReport {
-    /// The report of a run of `setup` (from `config`) whose radio link
-    /// averaged `link_bps`.
+    /// The report of a run of `setup` (from `config`).
     pub fn new(
         config: Config,
         setup: &Setup,
-        link_bps: f64,
         result: MehResult,
-        folder: ResultFolder,
+        folder: Option<ResultFolder>,
     ) -> MehReport {
         let link = match &setup.radio {
             RadioLink::Fixed { rate_bps } => format!("{:.0} Mbit/s", *rate_bps as f64 / 1e6),
             RadioLink::Trace { name, .. } => {
-                format!("trace {name} (mean {:.1} Mbit/s)", link_bps / 1e6)
+                format!(
+                    "trace {name} (mean {:.1} Mbit/s)",
+                    setup.radio.mean_bps() / 1e6
+                )
             }
         };
         let setting = format!(
@@ -400,72 +494,15 @@ impl Report for MehReport {
         to_json("the result", &self.result)
     }
 
+    /// No figures before a load completed (a run interrupted before its
+    /// first pair): there is nothing to draw, and the tables still say so.
     fn plots(&self, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
+        if !any_load_measured(&self.result) {
+            return Ok(Vec::new());
+        }
         let (cdf_svg, box_svg) = (dir.join("cdf.svg"), dir.join("pages-box.svg"));
-        let cdf = |with: bool| -> Vec<(f64, f64)> {
-            let mut v: Vec<f64> = self
-                .result
-                .runs
-                .iter()
-                .filter(|r| r.ok && r.with_hint == with)
-                .filter_map(|r| r.plt_s)
-                .collect();
-            v.sort_by(f64::total_cmp);
-            let n = v.len() as f64;
-            v.iter()
-                .enumerate()
-                .flat_map(|(i, &x)| [(x, i as f64 / n), (x, (i + 1) as f64 / n)])
-                .collect()
-        };
-        mewa_report::draw(
-            &cdf_svg,
-            &Chart {
-                title: "Page load time, every page and run (seed 000 Fig. 7)",
-                x_label: "page load time (first SYN to last data byte), s",
-                y_label: "CDF",
-                log_y: false,
-            },
-            &[
-                Series {
-                    name: "HTTP/2, one connection (without hint)".into(),
-                    points: cdf(false),
-                    mark: Mark::Line,
-                    colour: 0,
-                },
-                Series {
-                    name: "with Mobile Edge Hint".into(),
-                    points: cdf(true),
-                    mark: Mark::Line,
-                    colour: 1,
-                },
-            ],
-        )?;
-        let groups: Vec<BoxGroup> = self
-            .result
-            .pages
-            .iter()
-            .map(|p| {
-                let of = |with: bool| -> Vec<f64> {
-                    self.result
-                        .runs
-                        .iter()
-                        .filter(|r| r.page == p.page && r.ok && r.with_hint == with)
-                        .filter_map(|r| r.plt_s)
-                        .collect()
-                };
-                BoxGroup {
-                    label: format!("{:.0}k n={}", p.page_bytes as f64 / 1000.0, p.n),
-                    boxes: vec![of(false), of(true)],
-                }
-            })
-            .collect();
-        mewa_report::draw_boxes(
-            &box_svg,
-            "Page load time per page, without (left) and with (right) the hint (seed 000 Fig. 8)",
-            "page load time, s",
-            &["without hint", "with hint"],
-            &groups,
-        )?;
+        cdf_plot(&self.result, &cdf_svg)?;
+        box_plot(&self.result, &box_svg)?;
         Ok(vec![cdf_svg, box_svg])
     }
 
@@ -502,14 +539,18 @@ impl Report for MehReport {
                 let _ = writeln!(md, "Errors:\n{}\n", errors.join("\n"));
             }
         }
-        let _ = writeln!(
-            md,
-            "Plots: cdf.svg (all loads), pages-box.svg (per page). Raw loads: runs.csv."
-        );
+        if any_load_measured(&self.result) {
+            let _ = writeln!(
+                md,
+                "Plots: cdf.svg (all loads), pages-box.svg (per page). Raw loads: runs.csv."
+            );
+        } else {
+            let _ = writeln!(md, "No load completed: no plots. Raw loads: runs.csv.");
+        }
         md
     }
 
     fn folder(&self) -> Option<&ResultFolder> {
-        Some(&self.folder)
+        self.folder.as_ref()
     }
 }

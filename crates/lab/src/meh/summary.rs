@@ -1,4 +1,5 @@
-//! Every load's row, and the per-page and overall figures over them.
+//! The per-page and overall figures over the records: computation only,
+//! so a report rebuilt from a journal says what the run's own said.
 
 use std::collections::HashMap;
 
@@ -6,57 +7,8 @@ use mewa_corpus::{Corpus, Page};
 use mewa_edge::app::now_unix_s;
 use serde::Serialize;
 
-use super::browser::BrowserRun;
-use super::pairs::Lookup;
-use mewa_loader::metrics::PageMetrics;
-use mewa_loader::record::LoadRecord;
+use super::record::{BrowserRun, MehRun, Record};
 use mewa_report::median;
-
-/// One load.
-#[derive(Debug, Clone, Serialize)]
-pub struct MehRun {
-    /// Page name.
-    pub page: String,
-    /// Page bytes.
-    pub page_bytes: u64,
-    /// Objects.
-    pub objects: usize,
-    /// Run index.
-    pub run: usize,
-    /// With the hint (planned n) or without (one connection).
-    pub with_hint: bool,
-    /// Whether every object arrived.
-    pub ok: bool,
-    /// First SYN to last data byte (seed 000's definition), seconds.
-    pub plt_s: Option<f64>,
-    /// Connections the plan chose (1 without the hint or on fallback).
-    pub n: u32,
-    /// Connections actually opened.
-    pub connections: usize,
-    /// The DNS exchange with the edge (radio RTT estimate), ms.
-    pub dns_ms: f64,
-    /// Size of the hint received, bytes (0 without).
-    pub hint_bytes: usize,
-    /// Whether the hint came over TCP.
-    pub hint_over_tcp: bool,
-    /// Size of the edge's UDP answer, bytes (the whole DNS message).
-    pub answer_bytes: usize,
-    /// The UDP answer carried the compact hint and the URL list came over
-    /// TCP.
-    pub urls_over_tcp: bool,
-    /// When the client had the page's object URLs, ms from the start of
-    /// the load (0 when the UDP answer carried them; none without).
-    pub urls_ms: Option<f64>,
-    /// When the first connection to the page's host was ready for
-    /// requests (TCP, TLS, HTTP/2 preface), ms from the start of the load.
-    pub ready_ms: Option<f64>,
-    /// Why the client did not follow the hint, if it did not.
-    pub fallback: Option<String>,
-    /// Idle share of the load (seed 002's idle time / PLT).
-    pub idle_share: Option<f64>,
-    /// The first error, when not ok.
-    pub error: Option<String>,
-}
 
 /// Per page, over its runs.
 #[derive(Debug, Clone, Serialize)]
@@ -114,8 +66,12 @@ pub struct MehResult {
     pub worst_reduction_pct: Option<f64>,
     /// Share of the pages' hints of at most 1 KB.
     pub hints_within_1k: f64,
-    /// Wired RTT the edge measured for the origin, ms.
+    /// Wired RTT the edge measured for the origin, ms: the first testbed
+    /// start's (a resumed run started more than one).
     pub measured_wired_rtt_ms: Option<f64>,
+    /// What the edge measured at every testbed start, in order, ms (one
+    /// value unless the run was resumed).
+    pub wired_rtts_ms: Vec<f64>,
     /// Chromium loads through the proxy (empty unless asked for).
     pub browser: Vec<BrowserRun>,
 }
@@ -137,59 +93,13 @@ pub fn fig8_pages(corpus: &Corpus) -> Vec<&Page> {
     out
 }
 
-pub(crate) fn to_run(
-    page: &Page,
-    run: usize,
-    with_hint: bool,
-    rec: &LoadRecord,
-    l: &Lookup,
-) -> MehRun {
-    let m = PageMetrics::from_record(rec);
-    let ok = rec.ok();
-    let fallback = match (&l.resolved.hint, &l.plan) {
-        (Err(f), _) => Some(f.to_string()),
-        (Ok(_), Err(e)) => Some(e.to_string()),
-        _ => None,
-    };
-    MehRun {
-        page: page.name.clone(),
-        page_bytes: page.total_bytes(),
-        objects: page.objects.len(),
-        run,
-        with_hint,
-        ok,
-        plt_s: m.plt_wire_s,
-        n: match (&l.plan, with_hint) {
-            (Ok(p), true) => p.n,
-            _ => 1,
-        },
-        connections: m.connections,
-        dns_ms: l.resolved.rtt.as_secs_f64() * 1000.0,
-        hint_bytes: l.resolved.hint_bytes,
-        hint_over_tcp: l.resolved.over_tcp,
-        answer_bytes: l.resolved.answer_bytes,
-        urls_over_tcp: l.resolved.urls_over_tcp,
-        urls_ms: with_hint
-            .then_some(l.urls_at)
-            .flatten()
-            .map(|d| d.as_secs_f64() * 1000.0),
-        ready_ms: rec
-            .connections
-            .iter()
-            .filter_map(|c| c.ready_us)
-            .min()
-            .map(|us| us as f64 / 1000.0),
-        fallback,
-        idle_share: m.idle_share,
-        error: (!ok).then(|| rec.first_error().unwrap_or_else(|| "incomplete".into())),
-    }
-}
-
-/// The full hint of `page` as the edge encodes it (every host with the
-/// wired RTT, every object with its URL), bytes.
-pub fn full_hint_bytes(page: &Page, wired_ms: Option<f64>) -> Option<usize> {
+/// The full hint of `page` as the edge encodes it at `now_unix_s` (every
+/// host with the wired RTT, every object with its URL), bytes. The hint
+/// is compressed, so its time stamp can move its size by a byte: the
+/// report encodes it at the moment the edge measured the RTT.
+pub fn full_hint_bytes(page: &Page, wired_ms: Option<f64>, now_unix_s: u64) -> Option<usize> {
     let meta = mewa_corpus::convert::to_page_meta(page);
-    let now = now_unix_s();
+    let now = now_unix_s;
     let origins = meta
         .hosts()
         .into_iter()
@@ -211,8 +121,28 @@ pub fn full_hint_bytes(page: &Page, wired_ms: Option<f64>) -> Option<usize> {
         .map(|h| h.to_bytes().len())
 }
 
-/// Per-page and overall figures from the loads.
-pub fn summarise(corpus: &Corpus, runs: Vec<MehRun>, wired_ms: Option<f64>) -> MehResult {
+/// Per-page and overall figures from the records (every unit's, in the
+/// order they finished).
+pub fn summarise(corpus: &Corpus, records: Vec<Record>) -> MehResult {
+    let mut runs = Vec::new();
+    let mut browser = Vec::new();
+    let mut starts = Vec::new();
+    for r in records {
+        match r {
+            Record::Load(l) => runs.push(*l),
+            Record::Chromium(b) => browser.push(*b),
+            Record::Edge(e) => starts.push(e),
+        }
+    }
+    let wired_rtts_ms: Vec<f64> = starts.iter().filter_map(|e| e.wired_rtt_ms).collect();
+    // The first start that measured the RTT (any start if none did).
+    let first = starts
+        .iter()
+        .find(|e| e.wired_rtt_ms.is_some())
+        .or(starts.first());
+    let wired_ms = first.and_then(|e| e.wired_rtt_ms);
+    // Folders from before the journal did not note when.
+    let hinted_at = first.and_then(|e| e.at_unix_s).unwrap_or_else(now_unix_s);
     let plts = |pick: &dyn Fn(&MehRun) -> bool| -> Vec<f64> {
         runs.iter()
             .filter(|r| r.ok && pick(r))
@@ -262,7 +192,7 @@ pub fn summarise(corpus: &Corpus, runs: Vec<MehRun>, wired_ms: Option<f64>) -> M
             objects: p.objects.len(),
             n,
             hint_bytes,
-            full_hint_bytes: full_hint_bytes(p, wired_ms),
+            full_hint_bytes: full_hint_bytes(p, wired_ms, hinted_at),
             median_without_s: without,
             median_with_s: with,
             reduction_pct: reduction(without, with),
@@ -285,7 +215,8 @@ pub fn summarise(corpus: &Corpus, runs: Vec<MehRun>, wired_ms: Option<f64>) -> M
             sized.iter().filter(|&&b| b <= 1024).count() as f64 / sized.len() as f64
         },
         measured_wired_rtt_ms: wired_ms,
-        browser: Vec::new(),
+        wired_rtts_ms,
+        browser,
         pages,
         runs,
     }

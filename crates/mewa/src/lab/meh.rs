@@ -2,9 +2,8 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
-use mewa_lab::meh::{self, BrowserPages, Config, Dispatch, Policy, Rrc};
+use mewa_lab::meh::{BrowserPages, Config, Dispatch, Meh, Policy, Rrc};
 
 use super::args::{absolute, CorpusArgs, OriginArgs, RunArgs, TraceArgs};
 use crate::units;
@@ -166,9 +165,7 @@ impl MehArgs {
     }
 
     pub(super) fn run(&self) -> anyhow::Result<()> {
-        let c = self.config()?;
-        let report = super::with_bar(|p| meh::run(&c, p)).context("MEH experiment")?;
-        super::finish(&report)
+        super::run_experiment::<Meh>(&self.run, || self.config())
     }
 }
 
@@ -189,6 +186,38 @@ mod tests {
     #[test]
     fn no_flags_give_the_library_defaults() {
         assert_eq!(args(&[]).config().unwrap(), Config::default());
+    }
+
+    #[test]
+    fn choices_are_typed_and_keep_their_names() {
+        let c = args(&[
+            "--radio",
+            "3g",
+            "--policy",
+            "hint",
+            "--browser-pages",
+            "fig8",
+            "--dispatch",
+            "pull-rate",
+            "--radio-rtt",
+            "60ms",
+            "--bandwidth",
+            "20mbit",
+        ])
+        .config()
+        .unwrap();
+        assert_eq!(
+            (c.radio, c.policy, c.browser_pages, c.dispatch),
+            (
+                Rrc::Umts,
+                Policy::Hint,
+                BrowserPages::Fig8,
+                Dispatch::PullRate
+            )
+        );
+        assert_eq!((c.radio_rtt_ms, c.bandwidth_bps), (60, Some(20_000_000)));
+        let e = super::super::parse_error(&["meh", "--radio", "5g"]);
+        assert!(e.contains("lte, 3g or off"), "{e}");
     }
 
     #[test]
