@@ -23,10 +23,10 @@
 //!   that drops a handful of queries makes it look expensive.
 //! - Each answer of the edge is checked first: the address, and a hint that
 //!   decodes.
-//! - **Soak** (`--soak SECONDS`, issue 18 asks for 600): instead of the
+//! - **Soak** (`--soak 600s` for ten minutes): instead of the
 //!   comparison, the edge alone at its measured peak rate with hints
 //!   (dnsperf `-Q` at the rate of one closed-loop run) for that long; every
-//!   `--soak-every` seconds a line with the rate and queries lost, a probe's
+//!   `--soak-every` (60s) a line with the rate and queries lost, a probe's
 //!   failures and p50/p99 (one query at a time beside the load, each waiting
 //!   up to 500 ms) and the edge's resident memory (`VmRSS`). The memory must
 //!   stay flat: the summary gives the growth from the first interval to the
@@ -45,7 +45,7 @@ use mewa_hint::dns::{HintRequest, OPTION_CODE};
 use mewa_hint::page::{synthetic_page, PageMeta};
 use serde::Serialize;
 
-use crate::util::{clk_tck, find_program, proc_ticks, TempDir};
+use crate::util::{clk_tck, find_program, proc_ticks, whole_secs, TempDir};
 use mewa_report::Table;
 
 /// `mewa bench edge` options.
@@ -55,8 +55,8 @@ pub struct EdgeBench {
     /// Measured runs per server and mode; the median is reported.
     #[arg(long, default_value_t = 5)]
     runs: usize,
-    /// Seconds per throughput run (dnsperf -l).
-    #[arg(long, default_value_t = 2)]
+    /// Length of each throughput run, whole seconds (dnsperf -l).
+    #[arg(long = "duration", value_name = "DURATION", default_value = "2s", value_parser = whole_secs)]
     seconds: u64,
     /// Host names (and pages) in the zone.
     #[arg(long, default_value_t = 100)]
@@ -70,14 +70,14 @@ pub struct EdgeBench {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// Soak instead of the comparison: this many seconds at the edge's
-    /// measured peak rate with hints, printing failures, p99 latency and
-    /// the edge's resident memory every --soak-every seconds (600: the
-    /// 10-minute soak of issue 18).
-    #[arg(long, value_name = "SECONDS")]
+    /// Soak instead of the comparison: this long (whole seconds, e.g.
+    /// 600s for ten minutes) at the edge's measured peak rate with hints,
+    /// printing failures, p99 latency and the edge's resident memory every
+    /// --soak-every.
+    #[arg(long, value_name = "DURATION", value_parser = whole_secs)]
     soak: Option<u64>,
-    /// Seconds per soak report line.
-    #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+    /// Time per soak report line, whole seconds.
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = whole_secs)]
     soak_every: u64,
 }
 
@@ -335,7 +335,7 @@ impl Perf<'_> {
 /// Runs the edge benchmark and prints its table (or JSON).
 pub fn run(b: EdgeBench) -> crate::Result<()> {
     if b.runs == 0 || b.hosts == 0 || b.seconds == 0 {
-        bail!("--runs, --hosts and --seconds must be at least 1");
+        bail!("--runs and --hosts must be at least 1, --duration at least 1s");
     }
     let workers = b
         .workers
@@ -658,7 +658,7 @@ fn soak(
     pid: u32,
 ) -> crate::Result<()> {
     if secs == 0 || b.soak_every == 0 {
-        bail!("--soak and --soak-every must be at least 1 second");
+        bail!("--soak and --soak-every must be at least 1s");
     }
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let peak = perf.throughput(port, Some(option), b.seconds, pid)?.qps;

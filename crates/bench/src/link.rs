@@ -325,3 +325,58 @@ fn transfer(
         emulator_cpu_us_per_packet,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchCmd,
+    }
+
+    fn parse(args: &[&str]) -> Result<BenchCmd, String> {
+        Cli::try_parse_from(std::iter::once(&"bench").chain(args))
+            .map(|c| c.bench)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn every_benchmark_takes_durations_with_their_unit() {
+        for args in [
+            &["link", "--duration", "5s", "--warmup", "500ms"][..],
+            &["origin", "--duration", "1s", "--warmup", "500ms"],
+            &["accel", "--duration", "2s"],
+            &[
+                "edge",
+                "--duration",
+                "2s",
+                "--soak",
+                "600s",
+                "--soak-every",
+                "60s",
+            ],
+            &["proxy", "--duration", "1.5s"],
+        ] {
+            assert!(parse(args).is_ok(), "{args:?}: {:?}", parse(args).err());
+        }
+        for (bench, flag, bare) in [
+            ("link", "--duration", "5"),
+            ("link", "--warmup", "1"),
+            ("origin", "--warmup", "500"),
+            ("edge", "--duration", "2"),
+            ("edge", "--soak", "600"),
+            ("edge", "--soak-every", "60"),
+            ("proxy", "--duration", "2"),
+        ] {
+            let e = parse(&[bench, flag, bare]).unwrap_err();
+            assert!(
+                e.contains(flag) && e.contains("2s"),
+                "{bench} {flag} {bare}: {e}"
+            );
+        }
+        assert!(parse(&["edge", "--soak", "1.5s"]).is_err());
+    }
+}

@@ -598,7 +598,7 @@ pub(crate) fn start_mewa_origin(
         .arg("--plain")
         .arg(addr.to_string())
         .arg("--max-age")
-        .arg(max_age.to_string())
+        .arg(format!("{max_age}s"))
         .arg("--ca-dir")
         .arg(tmp.join("ca"))
         .arg(corpus)

@@ -39,9 +39,9 @@ pub struct ProxyBench {
     /// Requests in flight for the throughput figures.
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
-    /// Length of each throughput measurement, seconds.
-    #[arg(long, default_value_t = 2.0)]
-    seconds: f64,
+    /// Length of each throughput measurement, e.g. 2s.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = mewa_link::core::parse_duration)]
+    duration: Duration,
 }
 
 const HOST: &str = "www.bench.example";
@@ -211,8 +211,8 @@ async fn throughput(
 
 /// Runs the proxy benchmark and prints its table (or JSON).
 pub fn run(b: ProxyBench) -> crate::Result<()> {
-    if b.requests == 0 || b.concurrency == 0 || !(b.seconds.is_finite() && b.seconds > 0.0) {
-        bail!("--requests, --concurrency and --seconds must be positive");
+    if b.requests == 0 || b.concurrency == 0 || b.duration.is_zero() {
+        bail!("--requests, --concurrency and --duration must be above 0");
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -295,7 +295,7 @@ pub fn run(b: ProxyBench) -> crate::Result<()> {
                 format!("{p99:.3}"),
                 format!("{:+.3} ms", p99 - d99),
             ]);
-            let secs = b.seconds;
+            let secs = b.duration.as_secs_f64();
             let rd = throughput(
                 Path::Direct,
                 origin_addr,

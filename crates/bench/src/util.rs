@@ -1,5 +1,6 @@
 //! Helpers every benchmark shares: a temporary directory that removes
-//! itself, finding an outside program, and a process's CPU time from /proc.
+//! itself, finding an outside program, a process's CPU time from /proc, and
+//! whole seconds in the command line's one unit grammar.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -65,4 +66,27 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
         .find(|p| {
             std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
+}
+
+/// A duration in whole seconds (`2s`, `600s`), for tools that count in
+/// seconds (dnsperf -l). A bare number is refused like every duration on
+/// mewa's command line, with the form it takes.
+pub fn whole_secs(s: &str) -> Result<u64, String> {
+    let d = mewa_link::core::parse_duration(s).map_err(|e| e.to_string())?;
+    if d.subsec_nanos() != 0 {
+        return Err(format!("{s}: give whole seconds (e.g. 60s)"));
+    }
+    Ok(d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_secs_take_their_unit() {
+        assert_eq!(whole_secs("600s"), Ok(600));
+        assert!(whole_secs("600").unwrap_err().contains("2s"));
+        assert!(whole_secs("1.5s").is_err());
+    }
 }

@@ -5,6 +5,8 @@
 use clap::{Args, Subcommand};
 use mewa_cc_bpf::{CcError, Loaded, CONTROLS, FLD, FLD_PACED, IW};
 
+use crate::units;
+
 #[derive(Debug, Args)]
 pub struct CcCmd {
     #[command(subcommand)]
@@ -25,7 +27,7 @@ enum Which {
     /// Seed 003's fix for handshakes over a sleeping radio: attach the
     /// mewa_rto sock_ops program to a cgroup (v2) so that every TCP socket
     /// of its processes whose peer is in one of the --peer prefixes waits
-    /// --syn-rto-ms before resending its first SYN or SYN-ACK (Linux: 1 s,
+    /// --syn-rto before resending its first SYN or SYN-ACK (Linux: 1 s,
     /// shorter than a 3G promotion). It stays attached while this command
     /// runs (run it under a service manager; stop it to detach). Put the
     /// floor for established connections on the routes to the same peers:
@@ -43,10 +45,10 @@ struct RtoArgs {
     /// Peers behind a radio, IPv4 prefixes (A.B.C.D/LEN; repeatable).
     #[arg(long = "peer", required = true)]
     peers: Vec<String>,
-    /// The first SYN / SYN-ACK timeout for them, ms [default: 3000: 3G's
+    /// The first SYN / SYN-ACK timeout for them, e.g. 3s [default: 3s, 3G's
     /// 2 s promotion plus Linux's usual second].
-    #[arg(long, default_value_t = 3000)]
-    syn_rto_ms: u64,
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = units::timeout)]
+    syn_rto: std::time::Duration,
 }
 
 /// `A.B.C.D/LEN` (or a bare address, /32) as a mewa_rto rule.
@@ -108,7 +110,7 @@ pub fn run(c: CcCmd) -> anyhow::Result<()> {
             Ok(())
         }
         Which::Rto(a) => {
-            let syn_rto = std::time::Duration::from_millis(a.syn_rto_ms);
+            let syn_rto = a.syn_rto;
             let rules = a
                 .peers
                 .iter()
@@ -116,11 +118,11 @@ pub fn run(c: CcCmd) -> anyhow::Result<()> {
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let attached = mewa_cc_bpf::rto::attach(&a.cgroup, &rules).map_err(explain)?;
             println!(
-                "mewa_rto attached to {} for {} prefix(es), first handshake timeout {} ms; \
+                "mewa_rto attached to {} for {} prefix(es), first handshake timeout {:?}; \
                  stop this command to detach",
                 a.cgroup.display(),
                 rules.len(),
-                a.syn_rto_ms
+                a.syn_rto
             );
             let mut last = 0;
             loop {
@@ -143,6 +145,43 @@ fn explain(e: CcError) -> anyhow::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        which: Which,
+    }
+
+    fn syn_rto(extra: &[&str]) -> Result<std::time::Duration, String> {
+        let argv = [
+            "cc",
+            "rto",
+            "--cgroup",
+            "/sys/fs/cgroup/x",
+            "--peer",
+            "10.0.0.0/8",
+        ];
+        match Cli::try_parse_from(argv.iter().chain(extra)) {
+            Ok(Cli {
+                which: Which::Rto(a),
+            }) => Ok(a.syn_rto),
+            Ok(other) => panic!("not rto: {other:?}"),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn syn_rto_takes_a_duration_and_refuses_a_bare_number() {
+        assert_eq!(syn_rto(&[]), Ok(std::time::Duration::from_secs(3)));
+        assert_eq!(
+            syn_rto(&["--syn-rto", "2200ms"]),
+            Ok(std::time::Duration::from_millis(2200))
+        );
+        let e = syn_rto(&["--syn-rto", "3000"]).unwrap_err();
+        assert!(e.contains("--syn-rto") && e.contains("150ms, 2s"), "{e}");
+        assert!(syn_rto(&["--syn-rto", "0s"]).is_err());
+    }
 
     #[test]
     fn peers_parse_as_prefixes_and_bad_ones_say_why() {

@@ -8,6 +8,8 @@ use clap::{Args, Subcommand};
 use mewa_client::advice::{plan, Radio};
 use mewa_client::resolve::resolve;
 
+use crate::units;
+
 #[derive(Debug, Args)]
 pub struct ClientCmd {
     #[command(subcommand)]
@@ -38,12 +40,13 @@ struct ProxyArgs {
     /// The edge's DNS address.
     #[arg(long, default_value = "127.0.0.1:53")]
     edge: SocketAddr,
-    /// Radio bandwidth in Mbit/s the plan assumes (seed 000 §IV: 32).
-    #[arg(long, default_value_t = 32.0)]
-    mbit: f64,
-    /// Radio RTT in ms; default: each DNS exchange with the edge.
-    #[arg(long)]
-    radio_rtt_ms: Option<f64>,
+    /// Radio bandwidth the plan assumes, e.g. 32mbit (seed 000 §IV).
+    #[arg(long, value_name = "RATE", default_value = "32mbit", value_parser = units::rate)]
+    bandwidth: u64,
+    /// Radio round trip, e.g. 45ms; default: each DNS exchange with the
+    /// edge.
+    #[arg(long, value_name = "DURATION", value_parser = units::rtt)]
+    radio_rtt: Option<Duration>,
     /// Origin port (h2c).
     #[arg(long, default_value_t = 80)]
     origin_port: u16,
@@ -92,15 +95,16 @@ struct PlanArgs {
     /// The edge's DNS address.
     #[arg(long, default_value = "127.0.0.1:53")]
     edge: SocketAddr,
-    /// Radio bandwidth in Mbit/s (seed 000 §IV: 32).
-    #[arg(long, default_value_t = 32.0)]
-    mbit: f64,
-    /// Radio RTT in ms; default: the DNS exchange with the edge, as measured.
-    #[arg(long)]
-    radio_rtt_ms: Option<f64>,
-    /// How long to wait for the edge, ms.
-    #[arg(long, default_value_t = 2000)]
-    timeout_ms: u64,
+    /// Radio bandwidth, e.g. 32mbit (seed 000 §IV).
+    #[arg(long, value_name = "RATE", default_value = "32mbit", value_parser = units::rate)]
+    bandwidth: u64,
+    /// Radio round trip, e.g. 45ms; default: the DNS exchange with the
+    /// edge, as measured.
+    #[arg(long, value_name = "DURATION", value_parser = units::rtt)]
+    radio_rtt: Option<Duration>,
+    /// How long to wait for the edge.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = units::timeout)]
+    timeout: Duration,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -116,22 +120,14 @@ pub fn run(cmd: ClientCmd) -> anyhow::Result<()> {
 fn plan_cmd(a: &PlanArgs) -> anyhow::Result<()> {
     let host = mewa_hint::page::host_of(&a.url)
         .with_context(|| format!("`{}` is not an absolute http(s) URL", a.url))?;
-    if !(a.mbit.is_finite() && a.mbit > 0.0) {
-        bail!("--mbit must be a positive number of Mbit/s");
-    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let r = rt.block_on(resolve(
-        a.edge,
-        &host,
-        &a.url,
-        Duration::from_millis(a.timeout_ms),
-    ))?;
+    let r = rt.block_on(resolve(a.edge, &host, &a.url, a.timeout))?;
     let radio = Radio {
-        bandwidth_bps: a.mbit * 1e6,
-        rtt_s: a.radio_rtt_ms.map_or(r.rtt.as_secs_f64(), |m| m / 1000.0),
+        bandwidth_bps: a.bandwidth as f64,
+        rtt_s: a.radio_rtt.unwrap_or(r.rtt).as_secs_f64(),
     };
     let now = mewa_edge::app::now_unix_s();
     let outcome = r
@@ -189,26 +185,18 @@ fn plan_cmd(a: &PlanArgs) -> anyhow::Result<()> {
 }
 
 fn proxy_cmd(a: &ProxyArgs) -> anyhow::Result<()> {
-    if !(a.mbit.is_finite() && a.mbit > 0.0) {
-        bail!("--mbit must be a positive number of Mbit/s");
-    }
     if !a.listen.ip().is_loopback() {
         bail!(
             "--listen {}: the proxy serves loopback clients only; listen on 127.0.0.1 or ::1",
             a.listen
         );
     }
-    let mut cfg = mewa_client::proxy::ProxyConfig::new(a.edge, a.mbit * 1e6);
+    let mut cfg = mewa_client::proxy::ProxyConfig::new(a.edge, a.bandwidth as f64);
     cfg.origin_port = a.origin_port;
     cfg.use_hints = !a.no_hints;
     cfg.prefetch = !a.no_prefetch;
     cfg.dispatch = a.dispatch;
-    if let Some(ms) = a.radio_rtt_ms {
-        if !(ms.is_finite() && (0.0..10_000.0).contains(&ms)) {
-            bail!("--radio-rtt-ms must be between 0 and 10000");
-        }
-        cfg.radio_rtt = Some(Duration::from_secs_f64(ms / 1e3));
-    }
+    cfg.radio_rtt = a.radio_rtt;
     let tls = if a.tls {
         let dir = match &a.ca_dir {
             Some(d) => d.clone(),
@@ -242,7 +230,7 @@ fn proxy_cmd(a: &ProxyArgs) -> anyhow::Result<()> {
             if tls.is_some() { "https" } else { "http" },
             a.listen,
             a.edge,
-            a.mbit,
+            a.bandwidth as f64 / 1e6,
             a.dispatch,
             if a.no_hints {
                 ", hints off"
@@ -270,6 +258,51 @@ fn proxy_cmd(a: &ProxyArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        which: Which,
+    }
+
+    fn parse(args: &[&str]) -> Result<Which, String> {
+        Cli::try_parse_from(std::iter::once(&"client").chain(args))
+            .map(|c| c.which)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn quantities_take_their_units_and_bare_numbers_show_the_form() {
+        let Ok(Which::Plan(p)) = parse(&[
+            "plan",
+            "http://www.example.com/",
+            "--bandwidth",
+            "20mbit",
+            "--radio-rtt",
+            "45ms",
+            "--timeout",
+            "500ms",
+        ]) else {
+            panic!("not a plan")
+        };
+        assert_eq!(p.bandwidth, 20_000_000);
+        assert_eq!(p.radio_rtt, Some(Duration::from_millis(45)));
+        assert_eq!(p.timeout, Duration::from_millis(500));
+        let Ok(Which::Proxy(x)) = parse(&["proxy"]) else {
+            panic!("not a proxy")
+        };
+        assert_eq!((x.bandwidth, x.radio_rtt), (32_000_000, None));
+        for (flag, bare, form) in [
+            ("--radio-rtt", "45", "150ms"),
+            ("--bandwidth", "32", "32mbit"),
+            ("--timeout", "2000", "2s"),
+        ] {
+            let e = parse(&["plan", "http://www.example.com/", flag, bare]).unwrap_err();
+            assert!(e.contains(flag) && e.contains(form), "{flag} {bare}: {e}");
+        }
+        assert!(parse(&["proxy", "--radio-rtt", "0ms"]).is_err());
+    }
 
     #[test]
     fn the_proxy_refuses_the_loader_only_pull() {

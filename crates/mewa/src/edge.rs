@@ -12,6 +12,7 @@ use mewa_edge::store::Store;
 use mewa_edge::tracer::{trace_page, TraceOptions};
 
 use crate::output::Table;
+use crate::units;
 
 #[derive(Debug, Args)]
 pub struct EdgeCmd {
@@ -87,9 +88,9 @@ struct TraceArgs {
     /// List every object too.
     #[arg(long)]
     objects: bool,
-    /// Give up when the page has not loaded after this many seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
-    timeout: u64,
+    /// Give up when the page has not loaded after this long, e.g. 30s.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = units::timeout)]
+    timeout: Duration,
     /// Chromium's host resolver rules, e.g. "MAP * 127.0.0.1:8080" to load a
     /// corpus page from a local `mewa origin serve`.
     #[arg(long, value_name = "RULES")]
@@ -232,11 +233,8 @@ fn pages(store: &Path) -> anyhow::Result<()> {
 }
 
 fn trace(a: &TraceArgs) -> anyhow::Result<()> {
-    if a.timeout == 0 {
-        bail!("--timeout must be at least 1 second");
-    }
     let opts = TraceOptions {
-        timeout: Duration::from_secs(a.timeout),
+        timeout: a.timeout,
         extra_args: a
             .host_resolver_rules
             .iter()

@@ -1,15 +1,17 @@
 //! `mewa hint …`: build hints from real recordings and measure their size.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use mewa_hint::import::{import_dir, import_path, ImportReport};
-use mewa_hint::wire::{encode_within, Form, Hint, DNS_UDP_BUDGET};
+use mewa_hint::wire::{encode_within, Form, Hint};
 use mewa_hint::{OriginRtt, PageContext, PageMeta};
 use serde::Serialize;
 
 use crate::output::{emit, OutputArgs, Table};
+use crate::units;
 
 #[derive(Debug, Args)]
 pub struct HintCmd {
@@ -46,27 +48,36 @@ enum Which {
     },
 }
 
-/// The network context and policy added to imported pages.
+/// The network context and policy added to imported pages. The defaults
+/// are written with their units (the parsers refuse bare numbers), so a
+/// test holds them to the library constants they stand for.
 #[derive(Debug, Clone, Args)]
 struct ContextArgs {
-    /// Largest hint in bytes; bigger pages get the partial form.
-    #[arg(long, default_value_t = DNS_UDP_BUDGET)]
+    /// Largest hint, e.g. 1232B (what one UDP DNS answer carries); bigger
+    /// pages get the partial form.
+    #[arg(long, value_name = "SIZE", default_value = "1232B", value_parser = units::size_usize)]
     budget: usize,
     /// Largest UDP answer carrying the compact hint when the URL form does
     /// not fit (the edge's `dns.compact_payload`); the URL list then goes
     /// over TCP.
-    #[arg(long, default_value_t = mewa_edge::dns::COMPACT_UDP_PAYLOAD)]
+    #[arg(long, value_name = "SIZE", default_value = "1000B", value_parser = udp_payload)]
     compact_payload: u16,
     /// Policy α sent to the client (seed 001).
     #[arg(long, default_value_t = 1.0 / 3.0)]
     alpha: f64,
-    /// Hint validity, seconds.
-    #[arg(long, default_value_t = 300)]
+    /// Hint validity, e.g. 300s.
+    #[arg(long, value_name = "DURATION", default_value = "300s", value_parser = units::secs_u32)]
     ttl: u32,
-    /// Edge→origin RTT to put in for every origin, ms, so that sizes are those
-    /// of a hint with measured RTTs (recordings carry none). 0 leaves RTTs out.
-    #[arg(long, default_value_t = 40.0)]
-    origin_rtt_ms: f64,
+    /// Edge→origin RTT to put in for every origin, so that sizes are those
+    /// of a hint with measured RTTs (recordings carry none). 0ms leaves
+    /// RTTs out.
+    #[arg(long, value_name = "DURATION", default_value = "40ms", value_parser = units::duration)]
+    origin_rtt: Duration,
+}
+
+/// A DNS message size: a size with its unit that fits the 16-bit field.
+fn udp_payload(s: &str) -> Result<u16, String> {
+    u16::try_from(units::size(s)?).map_err(|_| format!("{s}: at most 65535B"))
 }
 
 impl ContextArgs {
@@ -77,16 +88,18 @@ impl ContextArgs {
             self.alpha
         );
         anyhow::ensure!(
-            self.origin_rtt_ms.is_finite() && (0.0..=60_000.0).contains(&self.origin_rtt_ms),
-            "--origin-rtt-ms must be between 0 and 60000, got {}",
-            self.origin_rtt_ms
+            self.origin_rtt <= Duration::from_secs(60),
+            "--origin-rtt must be at most 60s, got {:?}",
+            self.origin_rtt
         );
-        let origins = if self.origin_rtt_ms > 0.0 {
+        let origins = if !self.origin_rtt.is_zero() {
+            // At most 60 s: 6e7 µs fits.
+            let rtt_us = u32::try_from(self.origin_rtt.as_micros()).unwrap_or(u32::MAX);
             page.hosts()
                 .into_iter()
                 .map(|h| OriginRtt {
                     host: h.to_string(),
-                    rtt_us: (self.origin_rtt_ms * 1000.0).round() as u32,
+                    rtt_us,
                     measured_at_unix_s: now.saturating_sub(30),
                 })
                 .collect()
@@ -526,4 +539,60 @@ fn stats(dir: &Path, args: &ContextArgs, out: &OutputArgs) -> anyhow::Result<()>
         eprintln!("wrote {}", p.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        ctx: ContextArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<ContextArgs, String> {
+        Cli::try_parse_from(std::iter::once(&"hint").chain(args))
+            .map(|c| c.ctx)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_are_the_library_constants() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.budget, mewa_hint::wire::DNS_UDP_BUDGET);
+        assert_eq!(c.compact_payload, mewa_edge::dns::COMPACT_UDP_PAYLOAD);
+        assert_eq!(c.ttl, 300);
+        assert_eq!(c.origin_rtt, Duration::from_millis(40));
+    }
+
+    #[test]
+    fn quantities_take_their_units_and_bare_numbers_show_the_form() {
+        let c = parse(&[
+            "--budget",
+            "1kB",
+            "--compact-payload",
+            "512B",
+            "--ttl",
+            "60s",
+            "--origin-rtt",
+            "0ms",
+        ])
+        .unwrap();
+        assert_eq!(
+            (c.budget, c.compact_payload, c.ttl, c.origin_rtt),
+            (1000, 512, 60, Duration::ZERO)
+        );
+        for (flag, bare, form) in [
+            ("--budget", "1232", "500kB"),
+            ("--compact-payload", "1000", "500kB"),
+            ("--ttl", "300", "2s"),
+            ("--origin-rtt", "40", "150ms"),
+        ] {
+            let e = parse(&[flag, bare]).unwrap_err();
+            assert!(e.contains(flag) && e.contains(form), "{flag} {bare}: {e}");
+        }
+        assert!(parse(&["--compact-payload", "70kB"]).is_err());
+    }
 }

@@ -24,7 +24,7 @@ Examples:
       your shell before mewa runs.
   mewa link --delay 20ms --down-trace TMobile-LTE-short.down \\
             --up-trace TMobile-LTE-short.up --radio lte --log logs -- curl …
-  mewa link --rate 20mbit --queue droptail:bytes=100000 --loss 0.01 -- bash
+  mewa link --rate 20mbit --queue droptail:bytes=100kB --loss 0.01 -- bash
   mewa link plot logs/down.log -o down.svg
 
 Inside, the program sees one interface whose only route leads through the
@@ -96,9 +96,10 @@ struct LinkArgs {
     /// Loss probability of the downlink only.
     #[arg(long)]
     down_loss: Option<f64>,
-    /// Queue in front of each bottleneck: droptail:packets=N, droptail:bytes=N,
-    /// drophead:…, codel:target=5ms,interval=100ms[,packets=N], infinite
-    /// (the default, as in mahimahi).
+    /// Queue in front of each bottleneck: droptail:packets=N,
+    /// droptail:bytes=SIZE (e.g. 100kB), drophead:…,
+    /// codel:target=5ms,interval=100ms[,packets=N], infinite (the default,
+    /// as in mahimahi).
     #[arg(long)]
     queue: Option<QueueSpec>,
     /// Queue of the uplink only.
@@ -392,6 +393,16 @@ mod tests {
         assert!(parse(&["--loss", "1.5"]).link.config().is_err());
         assert!(T::try_parse_from(["link", "--radio", "5g"]).is_err());
         assert!(T::try_parse_from(["link", "--queue", "fifo"]).is_err());
+        for (flag, bare, form) in [
+            ("--delay", "20", "150ms"),
+            ("--rate", "20", "32mbit"),
+            ("--queue", "droptail:bytes=100000", "bytes=150kB"),
+        ] {
+            let e = T::try_parse_from(["link", flag, bare])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(flag) && e.contains(form), "{flag} {bare}: {e}");
+        }
         let e = parse(&["--down-trace", "/nonexistent/trace"]).link.config();
         assert!(format!("{:#}", e.unwrap_err()).contains("/nonexistent/trace"));
     }

@@ -1,6 +1,7 @@
 //! `mewa model …`: the papers' tables and figures, recomputed.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use mewa_lab::repro::{self, Figure};
@@ -8,6 +9,7 @@ use mewa_model::http::SlowStartModel;
 use mewa_model::iw::RatioMode;
 
 use crate::output::{emit, OutputArgs};
+use crate::units;
 
 #[derive(Debug, Args)]
 pub struct ModelCmd {
@@ -50,18 +52,18 @@ enum Which {
         /// Print every curve point, not only the peaks.
         #[arg(long)]
         points: bool,
-        /// One choice instead of the figure: the page's size in bytes (with
-        /// --rtt-ms and --computation-ms), what the client computes and asks.
-        #[arg(long, value_name = "BYTES", requires_all = ["rtt_ms", "computation_ms"])]
-        page_bytes: Option<u64>,
-        /// The handshake RTT of the one choice, ms.
-        #[arg(long, value_name = "MS", requires = "page_bytes")]
-        rtt_ms: Option<f64>,
-        /// The page's computation latency for the one choice, ms.
-        #[arg(long, value_name = "MS", requires = "page_bytes")]
-        computation_ms: Option<f64>,
+        /// One choice instead of the figure: the page's size, e.g. 400kB
+        /// (with --rtt and --computation), what the client computes and asks.
+        #[arg(long, value_name = "SIZE", value_parser = units::size, requires_all = ["rtt", "computation"])]
+        page_size: Option<u64>,
+        /// The handshake RTT of the one choice, e.g. 100ms.
+        #[arg(long, value_name = "DURATION", value_parser = units::rtt, requires = "page_size")]
+        rtt: Option<Duration>,
+        /// The page's computation latency for the one choice, e.g. 485ms.
+        #[arg(long, value_name = "DURATION", value_parser = units::duration, requires = "page_size")]
+        computation: Option<Duration>,
         /// Seed 001's policy threshold α for the one choice.
-        #[arg(long, default_value_t = 1.0 / 3.0, requires = "page_bytes")]
+        #[arg(long, default_value_t = 1.0 / 3.0, requires = "page_size")]
         alpha: f64,
         #[command(flatten)]
         out: OutputArgs,
@@ -115,18 +117,15 @@ pub fn run(cmd: ModelCmd) -> anyhow::Result<()> {
         Some(Which::Table1 { model, iw, out }) => show(&repro::table1(model.into(), iw)?, &out),
         Some(Which::Idle { model, iw, out }) => show(&repro::idle(model.into(), iw)?, &out),
         Some(Which::Iw {
-            page_bytes: Some(bytes),
-            rtt_ms,
-            computation_ms,
+            page_size: Some(bytes),
+            rtt,
+            computation,
             alpha,
             mode,
             ..
         }) => {
-            let mut inp = mewa_model::iw::IwInputs::paper(
-                bytes,
-                rtt_ms.unwrap_or(0.0) / 1e3,
-                computation_ms.unwrap_or(0.0) / 1e3,
-            );
+            let secs = |d: Option<Duration>| d.unwrap_or_default().as_secs_f64();
+            let mut inp = mewa_model::iw::IwInputs::paper(bytes, secs(rtt), secs(computation));
             inp.alpha = alpha;
             inp.mode = mode.into();
             let c = mewa_model::iw::optimal_iw(&inp)?;

@@ -10,6 +10,8 @@ use clap::{Args, Subcommand};
 use mewa_corpus::Corpus;
 use mewa_origin::{HttpOptions, OriginConfig, QuicCc, TcpOptions};
 
+use crate::units;
+
 #[derive(Debug, Args)]
 pub struct OriginCmd {
     #[command(subcommand)]
@@ -79,25 +81,27 @@ struct ServeArgs {
     #[arg(long, value_name = "SEGMENTS", default_value_t = mewa_origin::iw::DEFAULT_MAX_SEGMENTS, value_parser = clap::value_parser!(u32).range(1..=65535))]
     iw_max: u32,
     /// Server think time before each response, e.g. 20ms, 0.5s.
-    #[arg(long, default_value = "0ms", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "0ms", value_parser = units::duration)]
     think: Duration,
-    /// Cache-Control max-age in seconds.
-    #[arg(long, default_value_t = 0)]
+    /// Cache-Control max-age, e.g. 3600s.
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = units::secs_u32)]
     max_age: u32,
     /// Directory of the local test CA (created on first use, then reused).
     /// Default: $XDG_DATA_HOME/mewa/ca or ~/.local/share/mewa/ca.
     #[arg(long, value_name = "DIR")]
     ca_dir: Option<PathBuf>,
-    /// SO_SNDBUF of every connection in bytes (default: kernel autotuning).
-    #[arg(long, value_name = "BYTES")]
+    /// SO_SNDBUF of every connection, e.g. 256KiB (default: kernel
+    /// autotuning).
+    #[arg(long, value_name = "SIZE", value_parser = units::size_usize)]
     sndbuf: Option<usize>,
-    /// SO_RCVBUF of every connection in bytes (default: kernel autotuning).
-    #[arg(long, value_name = "BYTES")]
+    /// SO_RCVBUF of every connection, e.g. 256KiB (default: kernel
+    /// autotuning).
+    #[arg(long, value_name = "SIZE", value_parser = units::size_usize)]
     rcvbuf: Option<usize>,
     /// Close a connection whose request (HTTP/1.1 head and body) has not
     /// arrived whole this long after its first byte; also the TLS
     /// handshake limit.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = units::duration)]
     header_timeout: Duration,
     /// Close a connection that has waited this long, idle, for its next
     /// request (or a new one for its first byte, an HTTP/2 one for its
@@ -168,10 +172,10 @@ fn at_least_one(s: &str) -> Result<usize, String> {
     }
 }
 
-/// [`parse_duration`], above zero: a zero timeout would close every
-/// connection at once.
+/// A duration above zero: a zero timeout would close every connection at
+/// once.
 fn positive_duration(s: &str) -> Result<Duration, String> {
-    match parse_duration(s)? {
+    match units::duration(s)? {
         d if d.is_zero() => Err(format!(
             "`{s}`: must be above 0 (a zero timeout would close every connection at once)"
         )),
@@ -335,30 +339,6 @@ pub(crate) fn default_ca_dir() -> anyhow::Result<PathBuf> {
         .context("neither XDG_DATA_HOME nor HOME is set; pass --ca-dir")
 }
 
-/// `250ms`, `1.5s`, `2m` or a bare number of milliseconds.
-pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
-        Some(i) => s.split_at(i),
-        None => (s, "ms"),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration like 20ms or 1.5s"))?;
-    let secs = match unit {
-        "us" => v / 1e6,
-        "ms" => v / 1e3,
-        "s" => v,
-        "m" => v * 60.0,
-        _ => {
-            return Err(format!(
-                "unknown unit `{unit}` in `{s}` (use us, ms, s or m)"
-            ))
-        }
-    };
-    Duration::try_from_secs_f64(secs).map_err(|e| format!("`{s}`: {e}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -445,8 +425,8 @@ mod tests {
                 "not a whole number",
             ),
             (["--h2-idle-timeout", "0s"], "must be above 0"),
-            (["--h2-write-timeout", "soon"], "not a duration"),
-            (["--h2-header-block-timeout", "3h"], "unknown unit"),
+            (["--h2-write-timeout", "soon"], "bad duration"),
+            (["--h2-header-block-timeout", "3h"], "bad duration"),
             (["--h2-max-resets", "lots"], "invalid digit"),
         ] {
             let e = parse(&args).unwrap_err();
@@ -500,12 +480,35 @@ mod tests {
     }
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("20ms"), Ok(Duration::from_millis(20)));
-        assert_eq!(parse_duration("0ms"), Ok(Duration::ZERO));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("7"), Ok(Duration::from_millis(7)));
-        assert!(parse_duration("fast").is_err());
-        assert!(parse_duration("3h").is_err());
+    fn quantities_take_their_units_and_bare_numbers_show_the_form() {
+        use clap::Parser;
+        let c = Cli::try_parse_from([
+            "serve",
+            "corpus.json",
+            "--think",
+            "20ms",
+            "--max-age",
+            "3600s",
+            "--sndbuf",
+            "256KiB",
+            "--rcvbuf",
+            "1MB",
+        ])
+        .unwrap()
+        .serve;
+        assert_eq!(c.think, Duration::from_millis(20));
+        assert_eq!(c.max_age, 3600);
+        assert_eq!((c.sndbuf, c.rcvbuf), (Some(262_144), Some(1_000_000)));
+        for (flag, bare, form) in [
+            ("--think", "20", "150ms"),
+            ("--header-timeout", "10", "150ms"),
+            ("--keep-alive-timeout", "75", "150ms"),
+            ("--max-age", "3600", "2s"),
+            ("--sndbuf", "262144", "500kB"),
+            ("--rcvbuf", "262144", "500kB"),
+        ] {
+            let e = parse(&[flag, bare]).unwrap_err();
+            assert!(e.contains(flag) && e.contains(form), "{flag} {bare}: {e}");
+        }
     }
 }

@@ -36,6 +36,30 @@ pub fn secs(s: &str) -> Result<u64, String> {
     Ok(d.as_secs())
 }
 
+/// Whole seconds that fit a `u32`, the width of a hint's TTL and of a
+/// `Cache-Control` max-age.
+pub fn secs_u32(s: &str) -> Result<u32, String> {
+    u32::try_from(secs(s)?).map_err(|_| format!("{s}: too long"))
+}
+
+/// A timeout: a duration above zero, since a zero one would give up
+/// before anything could answer.
+pub fn timeout(s: &str) -> Result<Duration, String> {
+    match duration(s)? {
+        d if d.is_zero() => Err(format!("{s}: a timeout must be above 0 (e.g. 2s)")),
+        d => Ok(d),
+    }
+}
+
+/// A round trip above 0 and up to 10 s, fractions of a millisecond kept
+/// (`45ms`, `12.5ms`), for what a model or a plan assumes.
+pub fn rtt(s: &str) -> Result<Duration, String> {
+    match duration(s)? {
+        d if !d.is_zero() && d <= Duration::from_secs(10) => Ok(d),
+        _ => Err(format!("{s}: give a round trip above 0 and at most 10s")),
+    }
+}
+
 /// A duration in seconds with a fraction (`8s`, `0.5s`, `500ms`).
 pub fn secs_f64(s: &str) -> Result<f64, String> {
     duration(s).map(|d| d.as_secs_f64())
@@ -89,6 +113,12 @@ mod tests {
         assert_eq!(secs("60s"), Ok(60));
         assert!(secs("60").is_err() && secs("1.5s").is_err());
         assert_eq!(secs_f64("500ms"), Ok(0.5));
+        assert_eq!(secs_u32("300s"), Ok(300));
+        assert!(secs_u32("300").unwrap_err().contains("2s"));
+        assert_eq!(timeout("2s"), Ok(Duration::from_secs(2)));
+        assert!(timeout("0s").is_err() && timeout("2000").is_err());
+        assert_eq!(rtt("12.5ms"), Ok(Duration::from_micros(12_500)));
+        assert!(rtt("0ms").is_err() && rtt("11s").is_err() && rtt("45").is_err());
         assert_eq!(rate("32mbit"), Ok(32_000_000));
         assert!(rate("512").unwrap_err().contains("4096kbit"));
         assert_eq!(kbit("4096kbit"), Ok(4096));

@@ -88,7 +88,7 @@ fn hint_stats_reports_every_page_even_over_budget() {
         "stats",
         dir.to_str().unwrap(),
         "--budget",
-        "40",
+        "40B",
         "--json",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -476,12 +476,12 @@ fn model_iw_one_choice_is_what_the_client_asks() {
         let o = mewa(&[
             "model",
             "iw",
-            "--page-bytes",
-            &bytes.to_string(),
-            "--rtt-ms",
-            &rtt_ms.to_string(),
-            "--computation-ms",
-            &comp_ms.to_string(),
+            "--page-size",
+            &format!("{bytes}B"),
+            "--rtt",
+            &format!("{rtt_ms}ms"),
+            "--computation",
+            &format!("{comp_ms}ms"),
             "--alpha",
             &alpha.to_string(),
         ]);
@@ -501,9 +501,105 @@ fn model_iw_one_choice_is_what_the_client_asks() {
         let asked = mewa_client::iw::choose(facts, std::time::Duration::from_millis(rtt_ms));
         assert_eq!(cli, asked.segments, "{bytes} B, {rtt_ms} ms, {comp_ms} ms");
     }
-    let o = mewa(&["model", "iw", "--page-bytes", "400000"]);
+    let o = mewa(&["model", "iw", "--page-size", "400kB"]);
     assert!(
         !o.status.success(),
         "the one choice needs its RTT and computation"
     );
+}
+
+/// Every quantity on the command line takes its unit: a bare number is
+/// refused before anything runs, and the message names the flag and shows
+/// the accepted form.
+#[test]
+fn bare_numbers_are_refused_with_the_accepted_form() {
+    let f = hint_fixtures().join("chrome-two-pages.har");
+    let har = f.to_str().unwrap();
+    for (args, flag, form) in [
+        (
+            &[
+                "model",
+                "iw",
+                "--page-size",
+                "400000",
+                "--rtt",
+                "100ms",
+                "--computation",
+                "485ms",
+            ][..],
+            "--page-size",
+            "500kB",
+        ),
+        (
+            &[
+                "model",
+                "iw",
+                "--page-size",
+                "400kB",
+                "--rtt",
+                "100",
+                "--computation",
+                "485ms",
+            ],
+            "--rtt",
+            "150ms",
+        ),
+        (&["hint", "encode", har, "--ttl", "300"], "--ttl", "2s"),
+        (
+            &["hint", "encode", har, "--origin-rtt", "40"],
+            "--origin-rtt",
+            "150ms",
+        ),
+        (
+            &["edge", "trace", "http://www.a.example/", "--timeout", "30"],
+            "--timeout",
+            "2s",
+        ),
+        (
+            &[
+                "client",
+                "plan",
+                "http://www.a.example/",
+                "--radio-rtt",
+                "45",
+            ],
+            "--radio-rtt",
+            "150ms",
+        ),
+        (
+            &["client", "proxy", "--bandwidth", "32"],
+            "--bandwidth",
+            "32mbit",
+        ),
+        (
+            &[
+                "cc",
+                "rto",
+                "--cgroup",
+                "/nonexistent",
+                "--peer",
+                "10.0.0.0/8",
+                "--syn-rto",
+                "3000",
+            ],
+            "--syn-rto",
+            "2s",
+        ),
+        (
+            &["origin", "serve", "corpus.json", "--sndbuf", "262144"],
+            "--sndbuf",
+            "500kB",
+        ),
+        (
+            &["link", "--queue", "droptail:bytes=100000", "--", "true"],
+            "--queue",
+            "bytes=150kB",
+        ),
+        (&["bench", "edge", "--soak", "600"], "--soak", "2s"),
+    ] {
+        let o = mewa(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} ran");
+        assert!(err.contains(flag) && err.contains(form), "{args:?}: {err}");
+    }
 }

@@ -135,7 +135,7 @@ impl Default for QueueSpec {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
     /// A queue description could not be read.
-    #[error("bad queue {given:?}: {why} (e.g. droptail:packets=100, drophead:bytes=150000, codel:target=5ms,interval=100ms, infinite)")]
+    #[error("bad queue {given:?}: {why} (e.g. droptail:packets=100, drophead:bytes=150kB, codel:target=5ms,interval=100ms, infinite)")]
     Queue {
         /// What was given.
         given: String,
@@ -180,7 +180,9 @@ impl std::str::FromStr for QueueSpec {
                     )
                 }
                 "bytes" => {
-                    limit.bytes = Some(v.parse().map_err(|_| bad("bytes must be a whole number"))?)
+                    let b = parse_size(v)
+                        .map_err(|_| bad("bytes takes a size with its unit, e.g. bytes=150kB"))?;
+                    limit.bytes = Some(usize::try_from(b).map_err(|_| bad("bytes is too large"))?)
                 }
                 "target" if kind == "codel" => target = parse_duration(v)?,
                 "interval" if kind == "codel" => interval = parse_duration(v)?,

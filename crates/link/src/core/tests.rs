@@ -357,7 +357,7 @@ fn parse_specs() {
     let e = parse_size("500000").unwrap_err();
     assert!(e.to_string().contains("500kB"), "{e}");
     assert!(parse_size("5kb").is_err());
-    let q: QueueSpec = "droptail:packets=100,bytes=150000".parse().unwrap();
+    let q: QueueSpec = "droptail:packets=100,bytes=150kB".parse().unwrap();
     assert_eq!(
         q,
         QueueSpec::DropTail(queue::Limit {
@@ -371,6 +371,8 @@ fn parse_specs() {
         "infinite".parse::<QueueSpec>().unwrap(),
         QueueSpec::default()
     );
+    let e = "drophead:bytes=150000".parse::<QueueSpec>().unwrap_err();
+    assert!(e.to_string().contains("bytes=150kB"), "{e}");
     assert!("droptail:target=5ms".parse::<QueueSpec>().is_err());
     assert!("fifo".parse::<QueueSpec>().is_err());
 }

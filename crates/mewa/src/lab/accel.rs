@@ -43,7 +43,7 @@ pub struct AccelArgs {
     #[arg(long)]
     runs: Option<usize>,
     /// The origins' Cache-Control max-age [default: 3600s].
-    #[arg(long, value_parser = max_age)]
+    #[arg(long, value_parser = units::secs_u32)]
     max_age: Option<u32>,
     /// Chromium looks names up with a DNS server on the edge, across the
     /// link (on), or is given them with --host-resolver-rules (off)
@@ -88,11 +88,6 @@ impl AccelArgs {
     pub(super) fn run(&self) -> anyhow::Result<()> {
         super::run_experiment::<Accel>(&self.run, || self.config())
     }
-}
-
-/// A max-age in whole seconds that fits a `Cache-Control` header.
-fn max_age(s: &str) -> Result<u32, String> {
-    u32::try_from(units::secs(s)?).map_err(|_| format!("{s}: too long"))
 }
 
 #[cfg(test)]
