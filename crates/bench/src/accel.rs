@@ -1,6 +1,6 @@
 //! `mewa bench accel`: the accelerator's cache hits against nginx's
-//! `proxy_cache` serving the same objects in the same run (issue 21:
-//! target ≥ 80 % of nginx's requests/s on hits), and the latency each adds
+//! `proxy_cache` serving the same objects in the same run (the
+//! target: ≥ 80 % of nginx's requests/s on hits), and the latency each adds
 //! in front of the origin.
 //!
 //! Setting, on loopback:
@@ -40,7 +40,7 @@ use crate::origin::{
 use crate::util::{clk_tck, find_program, TempDir};
 use crate::{bail, Context};
 
-/// Issue 21's target: the accelerator's hit req/s over nginx's.
+/// The target: the accelerator's hit req/s over nginx's.
 const TARGET: f64 = 0.8;
 
 #[derive(Debug, Args)]

@@ -1,7 +1,7 @@
 //! `mewa bench origin`: requests/s and transfer rate of the origin server
 //! (`crates/origin`) over h2c on loopback, side by side with nghttpd and
-//! nginx serving the same bytes in the same run (issue 4: target ≥ 80 % of
-//! the better one).
+//! nginx serving the same bytes in the same run (target: ≥ 80 % of the
+//! better one).
 //!
 //! How it is fair:
 //! - **Same bytes.** A one-page corpus is built in code (an HTML root and two
@@ -55,7 +55,7 @@ use mewa_report::Table;
 /// The one virtual host of the bench corpus.
 pub(crate) const HOST: &str = "www.bench-origin.example";
 
-/// Issue 4's target: our req/s over the better comparison server's.
+/// The target: our req/s over the better comparison server's.
 const TARGET: f64 = 0.8;
 
 /// One object size measured.

@@ -114,7 +114,7 @@ pub fn link_of(rtt_ms: u64, down: RateSpec, up: RateSpec) -> LinkConfig {
 #[derive(Debug, Clone)]
 pub struct OriginSettings {
     /// TCP congestion control of the origin's sockets (the kernel default in
-    /// a namespace is bbr and cannot be changed there; GUIDE §3).
+    /// a namespace is bbr and cannot be changed there).
     pub congestion: String,
     /// Where the local test CA lives (created if missing).
     pub ca_dir: PathBuf,
