@@ -11,12 +11,11 @@ use crate::bed::{Bed, BedError, CLIENT};
 use crate::experiment::ExperimentError;
 
 /// Refuses a Chromium binary that is not there, naming the path and how to
-/// get one, before any testbed starts.
-pub fn check_binary(chromium: &Path) -> Result<(), ExperimentError> {
-    mewa_chromium::check_binary(chromium).map_err(|e| ExperimentError::Config {
-        field: "--chromium",
-        message: e.to_string(),
-    })
+/// get one, or what the experiment can do `instead` (`, or use --browser
+/// loader`; empty for nothing), before any testbed starts.
+pub fn check_binary(chromium: &Path, instead: &'static str) -> Result<(), ExperimentError> {
+    mewa_chromium::check_binary(chromium)
+        .map_err(|source| ExperimentError::NoChromium { source, instead })
 }
 
 /// The flags that make Chromium speak `protocol` to the testbed's origin,
@@ -88,11 +87,22 @@ mod tests {
 
     #[test]
     fn a_missing_binary_names_the_path_and_the_package() {
-        let e = check_binary(Path::new("/nonexistent/chromium")).unwrap_err();
-        let m = e.to_string();
+        let e = check_binary(
+            Path::new("/nonexistent/chromium"),
+            ", or use --browser loader",
+        )
+        .unwrap_err();
+        // The message and its sources, as the CLI prints them.
+        let mut m = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            m = format!("{m}: {s}");
+            source = s.source();
+        }
         assert!(
             m.contains("/nonexistent/chromium") && m.contains("apt-get install chromium"),
             "{m}"
         );
+        assert!(m.contains("or use --browser loader"), "{m}");
     }
 }

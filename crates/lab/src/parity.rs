@@ -233,7 +233,7 @@ impl Experiment for Parity {
     }
 
     fn check_machine(&self) -> Result<(), ExperimentError> {
-        crate::browser::check_binary(&self.config.chromium)?;
+        crate::browser::check_binary(&self.config.chromium, "")?;
         needs_root()
     }
 

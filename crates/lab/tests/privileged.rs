@@ -10,7 +10,7 @@ use mewa_corpus::{generate, Corpus, Preset};
 use mewa_lab::bed::{Bed, OriginSettings};
 use mewa_lab::experiment::Experiment;
 use mewa_lab::experiment::Progress;
-use mewa_lab::{accel, baseline};
+use mewa_lab::{accel, baseline, cellular};
 use mewa_link::runtime::LinkOptions;
 use mewa_loader::metrics::PageMetrics;
 use mewa_loader::record::Protocol;
@@ -319,8 +319,8 @@ fn accel_experiment_runs_in_chromium() {
 
 /// A cellular study of one session per setting: meh15-01 loaded twice
 /// over HTTP/2 on fixed-rate 3G, results under `out`.
-fn cellular_config(tag: &str, out: &std::path::Path) -> mewa_lab::cellular::CellularConfig {
-    mewa_lab::cellular::CellularConfig {
+fn cellular_config(tag: &str, out: &std::path::Path) -> cellular::Config {
+    cellular::Config {
         corpus: mewa_lab::experiment::CorpusChoice {
             path: None,
             pages: vec!["meh15-01".into()],
@@ -329,12 +329,12 @@ fn cellular_config(tag: &str, out: &std::path::Path) -> mewa_lab::cellular::Cell
             ca_dir: Some(ca_dir(tag)),
             ..Default::default()
         },
-        radios: vec!["3g".into()],
-        networks: vec!["fixed".into()],
-        protocols: vec!["h2".into()],
+        radios: vec![cellular::Radio::ThreeG],
+        networks: vec![cellular::Network::Fixed],
+        protocols: vec![Protocol::H2],
         loads: 2,
         out: out.to_path_buf(),
-        ..mewa_lab::cellular::CellularConfig::default()
+        ..cellular::Config::default()
     }
 }
 
@@ -343,21 +343,21 @@ fn cellular_config(tag: &str, out: &std::path::Path) -> mewa_lab::cellular::Cell
 /// radio in CELL_FACH and pays a promotion; the server's window is sampled;
 /// and with the fix every server RTO sampled after the promotion covers it
 /// (the route's floor reached the kernel), where without it the RTO is
-/// below the promotion delay.
+/// below the promotion delay. The journal holds one unit per testbed, its
+/// loads and traces, and the report rebuilt from it is the same.
 #[test]
 fn cellular_study_reuses_connections_across_a_promotion() {
     if mewa_testkit::skip_unless_root() {
         return;
     }
     let out = std::env::temp_dir().join(format!("mewa-lab-cell-{}", std::process::id()));
-    let config = mewa_lab::cellular::CellularConfig {
-        settings: vec!["base".into(), "rto-floor".into()],
+    let config = cellular::Config {
+        settings: vec!["base".parse().unwrap(), "rto-floor".parse().unwrap()],
         think_s: 7.0,
         ..cellular_config("cellular", &out)
     };
-    let report = mewa_lab::cellular::run(&config, &Progress::none()).unwrap();
-    let runs: Vec<mewa_lab::cellular::CellRun> =
-        serde_json::from_value(report.json["runs"].clone()).unwrap();
+    let report = cellular::Cellular::run(&config, &Progress::none()).unwrap();
+    let runs: Vec<cellular::CellRun> = serde_json::from_value(report.json["runs"].clone()).unwrap();
     assert_eq!(runs.len(), 4, "{runs:?}");
     for r in &runs {
         assert!(r.plt_s.is_some() && r.failed == 0, "{r:?}");
@@ -372,12 +372,12 @@ fn cellular_study_reuses_connections_across_a_promotion() {
             assert!(r.promotions >= 1, "{r:?}");
         }
     }
-    let traces: Vec<mewa_lab::cellular::LoadTrace> =
+    let traces: Vec<cellular::LoadTrace> =
         serde_json::from_value(report.json["traces"].clone()).unwrap();
     let rtos = |setting: &str| -> Vec<u32> {
         traces
             .iter()
-            .filter(|t| t.setting == setting)
+            .filter(|t| t.setting.to_string() == setting)
             .flat_map(|t| t.rto.iter().flatten().map(|&(_, ms)| ms))
             .collect()
     };
@@ -386,6 +386,19 @@ fn cellular_study_reuses_connections_across_a_promotion() {
     // 3G's promotion is 2 s; the floor is 2.2 s on top of the RTT.
     assert!(fix.iter().all(|&ms| ms >= 2200), "{fix:?}");
     assert!(base.iter().any(|&ms| ms < 2000), "{base:?}");
+    let dir = report.folder.as_ref().unwrap().path();
+    let journal = std::fs::read_to_string(dir.join(mewa_report::journal::JOURNAL)).unwrap();
+    assert_eq!(journal.lines().count(), 2, "{journal}");
+    // Rebuilt from the journal: the same loads and traces, the same tables
+    // (a float read back from JSON may differ in its last digit).
+    let again = cellular::Cellular::report_again(dir).unwrap();
+    let count = |r: &mewa_report::SectionReport, what: &str| r.json[what].as_array().map(Vec::len);
+    assert_eq!(count(&again, "runs"), count(&report, "runs"));
+    assert_eq!(count(&again, "traces"), count(&report, "traces"));
+    assert_eq!(
+        mewa_report::Report::text(&again),
+        mewa_report::Report::text(&report)
+    );
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -404,19 +417,18 @@ fn cellular_study_in_chromium_keeps_its_connection_across_think_time() {
         return;
     };
     let out = std::env::temp_dir().join(format!("mewa-lab-cell-chromium-{}", std::process::id()));
-    let config = mewa_lab::cellular::CellularConfig {
-        settings: vec!["base".into()],
-        browser: mewa_lab::cellular::CHROMIUM.into(),
+    let config = cellular::Config {
+        settings: vec![cellular::Setting::base()],
+        browser: mewa_lab::experiment::Browser::Chromium,
         chromium,
         think_s: 12.0,
         ..cellular_config("cellular-chromium", &out)
     };
-    let report = mewa_lab::cellular::run(&config, &Progress::none()).unwrap();
-    let runs: Vec<mewa_lab::cellular::CellRun> =
-        serde_json::from_value(report.json["runs"].clone()).unwrap();
+    let report = cellular::Cellular::run(&config, &Progress::none()).unwrap();
+    let runs: Vec<cellular::CellRun> = serde_json::from_value(report.json["runs"].clone()).unwrap();
     assert_eq!(runs.len(), 2, "{runs:?}");
     for r in &runs {
-        assert_eq!(r.browser, "chromium");
+        assert_eq!(r.browser, mewa_lab::experiment::Browser::Chromium);
         assert!(r.plt_s.is_some_and(|s| s > 0.3), "{r:?}");
         assert_eq!(r.failed, 0, "{r:?}");
         assert!(r.cwnd_max.is_some(), "{r:?}");

@@ -53,6 +53,8 @@ pub struct Journal<R> {
     path: Option<PathBuf>,
     units: Vec<(String, Vec<R>)>,
     keys: HashSet<String>,
+    /// Units read from bare lines of an older journal.
+    older: usize,
 }
 
 impl<R> Journal<R> {
@@ -62,6 +64,7 @@ impl<R> Journal<R> {
             path: None,
             units: Vec::new(),
             keys: HashSet::new(),
+            older: 0,
         }
     }
 
@@ -78,6 +81,13 @@ impl<R> Journal<R> {
     /// Whether no unit is done.
     pub fn is_empty(&self) -> bool {
         self.units.is_empty()
+    }
+
+    /// Whether the journal holds units and every one of them is a bare
+    /// record of an older journal: a folder written before units existed,
+    /// whose `result.json` may hold more than its journal.
+    pub fn is_older(&self) -> bool {
+        !self.units.is_empty() && self.older == self.units.len()
     }
 
     /// Every record, unit by unit in the order they finished.
@@ -107,6 +117,7 @@ impl<R: Serialize + DeserializeOwned> Journal<R> {
             path: Some(path.clone()),
             units: Vec::new(),
             keys: HashSet::new(),
+            older: 0,
         };
         let text = match std::fs::read(&path) {
             Ok(b) => b,
@@ -146,7 +157,10 @@ impl<R: Serialize + DeserializeOwned> Journal<R> {
                 })?;
             match stored {
                 Stored::Unit(l) => journal.remember(l.unit, l.records),
-                Stored::Bare(r) => journal.remember(format!("#line-{}", i + 1), vec![r]),
+                Stored::Bare(r) => {
+                    journal.older += 1;
+                    journal.remember(format!("#line-{}", i + 1), vec![r]);
+                }
             }
         }
         Ok(journal)
@@ -263,6 +277,11 @@ mod tests {
         let j = Journal::<Load>::open(&d).expect("older journal");
         assert_eq!(j.len(), 2);
         assert!(j.contains("b"));
+        assert!(!j.is_older(), "a unit line among them");
+        std::fs::write(&path, "{\"page\":\"a\",\"plt_s\":1.0}\n").expect("write");
+        let j = Journal::<Load>::open(&d).expect("older journal");
+        assert!(j.is_older());
+        assert!(!Journal::<Load>::in_memory().is_older());
         std::fs::write(&path, "{\"page\":\"a\",\"plt_s\":1.0}\n[1, 2]\n").expect("write");
         let e = Journal::<Load>::open(&d).expect_err("not a unit");
         assert!(e.to_string().contains("line 2"), "{e}");

@@ -277,7 +277,7 @@ impl Experiment for Accel {
 
     fn check_machine(&self) -> Result<(), ExperimentError> {
         if self.config.tools.contains(&Browser::Chromium) {
-            crate::browser::check_binary(&self.config.chromium)?;
+            crate::browser::check_binary(&self.config.chromium, "")?;
         }
         needs_root()
     }

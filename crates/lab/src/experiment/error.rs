@@ -148,6 +148,20 @@ pub enum ExperimentError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
+    /// Headless Chromium could not be started, or stopped answering in
+    /// the middle of a browsing session.
+    #[error("Chromium")]
+    Chromium(#[source] mewa_chromium::DevtoolsError),
+    /// The Chromium binary the configuration names is not there.
+    #[error("headless Chromium is needed{instead}")]
+    NoChromium {
+        /// Where it was looked for, and how to get one.
+        #[source]
+        source: mewa_chromium::NoChromium,
+        /// What the experiment can do without it (`, or use --browser
+        /// loader`); empty when nothing.
+        instead: &'static str,
+    },
 }
 
 impl ExperimentError {

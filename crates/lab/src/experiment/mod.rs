@@ -233,8 +233,11 @@ pub trait Experiment: Sized {
     ) -> Result<Self::Report, ExperimentError>;
 
     /// The records of a result folder written before the experiment kept a
-    /// journal, read from its `result.json`; `None` when the experiment
-    /// had no such folders.
+    /// journal of units, read from its `result.json`; `None` when the
+    /// experiment had no such folders or the folder has no such file.
+    /// Asked only when the journal is empty or holds nothing but an older
+    /// journal's bare records (which may be less than `result.json`
+    /// holds: figures joined after the loads were written).
     fn older_records(_dir: &Path) -> Option<Result<Vec<Self::Record>, ExperimentError>> {
         None
     }
@@ -281,7 +284,8 @@ pub trait Experiment: Sized {
         let exp = Self::prepare(&config)?;
         let folder = ResultFolder::existing(dir)?;
         let journal: Journal<Self::Record> = Journal::open(dir)?;
-        let records = match (journal.is_empty(), Self::older_records(dir)) {
+        let older = journal.is_empty() || journal.is_older();
+        let records = match (older, Self::older_records(dir)) {
             (true, Some(older)) => older?,
             _ => journal.into_records(),
         };

@@ -147,7 +147,7 @@ impl Setup {
             },
         };
         let browser = (config.browser_runs > 0
-            && crate::browser::check_binary(&config.chromium).is_ok())
+            && crate::browser::check_binary(&config.chromium, "").is_ok())
         .then(|| (config.chromium.clone(), config.browser_runs));
         let origin = config.origin.settings()?;
         Ok(Setup {

@@ -2,12 +2,12 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
-use mewa_lab::cellular;
-use mewa_lab::experiment::CorpusChoice;
+use mewa_lab::cellular::{Cellular, Config, Network, Radio, Setting};
+use mewa_lab::experiment::Browser;
+use mewa_loader::record::Protocol;
 
-use super::args::{absolute, CaArgs, RunArgs};
+use super::args::{absolute, CaArgs, CorpusArgs, RunArgs};
 use crate::units;
 
 /// `mewa lab cellular`'s flags.
@@ -15,37 +15,33 @@ use crate::units;
 pub struct CellularArgs {
     #[command(flatten)]
     run: RunArgs,
-    /// Your own pages instead of meh15: a corpus JSON or recordings.
-    #[arg(long)]
-    corpus: Option<PathBuf>,
-    /// Only pages whose name contains this text (repeatable).
-    #[arg(long = "page")]
-    pages: Vec<String>,
+    #[command(flatten)]
+    corpus: CorpusArgs,
     /// Radios: 3g (2 s promotion, CELL_FACH after 5 s idle), lte (400 ms)
     /// [default: 3g,lte].
     #[arg(long, value_delimiter = ',')]
-    radio: Vec<String>,
+    radio: Vec<Radio>,
     /// Networks: fixed (3g: 2 Mbit/s down, 512 kbit/s up, 150 ms; lte: 10
     /// and 5 Mbit/s, 60 ms), trace (TMobile-UMTS-driving, TMobile-LTE-short)
     /// [default: fixed].
     #[arg(long, value_delimiter = ',')]
-    network: Vec<String>,
+    network: Vec<Network>,
     /// Settings, each one knob changed from Linux's defaults: base,
     /// ssai-off, no-metrics, reno, bbr, rto-floor (the fix), frto-off (no
     /// F-RTO), ts-off (no TCP timestamps); or knobs joined by +
     /// (frto-off+ts-off+rto-floor), the fix then compared with the same
     /// setting without it [default: the eight single ones].
     #[arg(long, value_delimiter = ',')]
-    setting: Vec<String>,
+    setting: Vec<Setting>,
     /// Protocols: h1 (HTTP/1.1 over TLS, 6 per host), h2, h3 [default: h1,h2].
     #[arg(long, value_delimiter = ',')]
-    protocol: Vec<String>,
+    protocol: Vec<Protocol>,
     /// The browser of every session: loader (the built-in loader, for
     /// sweeps; PLT = last object done) or chromium (headless Chromium, one
     /// process and profile per session kept across its loads, for the
     /// headline table; PLT = its onload time) [default: loader].
     #[arg(long, value_name = "loader|chromium")]
-    browser: Option<String>,
+    browser: Option<Browser>,
     /// Chromium binary for --browser chromium [default: /usr/bin/chromium].
     #[arg(long)]
     chromium: Option<PathBuf>,
@@ -72,16 +68,9 @@ pub struct CellularArgs {
 }
 
 impl CellularArgs {
-    fn config(&self) -> anyhow::Result<cellular::CellularConfig> {
-        let mut c: cellular::CellularConfig = self.run.base()?;
-        if let Some(p) = &self.corpus {
-            c.corpus = CorpusChoice {
-                path: Some(absolute(p)?),
-                pages: self.pages.clone(),
-            };
-        } else if !self.pages.is_empty() {
-            c.corpus.pages = self.pages.clone();
-        }
+    fn config(&self) -> anyhow::Result<Config> {
+        let mut c: Config = self.run.base()?;
+        self.corpus.apply(&mut c.corpus)?;
         if !self.radio.is_empty() {
             c.radios = self.radio.clone();
         }
@@ -94,9 +83,7 @@ impl CellularArgs {
         if !self.protocol.is_empty() {
             c.protocols = self.protocol.clone();
         }
-        if let Some(b) = &self.browser {
-            c.browser = b.clone();
-        }
+        c.browser = self.browser.unwrap_or(c.browser);
         if let Some(b) = &self.chromium {
             c.chromium = absolute(b)?;
         }
@@ -107,22 +94,68 @@ impl CellularArgs {
             c.queue_ms = self.queue;
         }
         c.keep_pcaps |= self.keep_pcaps;
-        if let Some(d) = &self.ca.ca_dir {
-            c.origin.ca_dir = Some(absolute(d)?);
-        }
+        self.ca.apply(&mut c.origin)?;
         c.out = self.run.out.clone().unwrap_or(c.out);
         Ok(c)
     }
 
     pub(super) fn run(&self) -> anyhow::Result<()> {
-        if let Some(dir) = &self.run.report {
-            let report = cellular::report_again(dir).with_context(|| {
-                format!("{}: not a mewa lab cellular result folder", dir.display())
-            })?;
-            return super::finish(&report);
+        super::run_experiment::<Cellular>(&self.run, || self.config())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{parse, parse_error, LabSub};
+    use super::*;
+
+    fn args(a: &[&str]) -> CellularArgs {
+        let mut v = vec!["cellular"];
+        v.extend_from_slice(a);
+        match parse(&v) {
+            LabSub::Cellular(c) => c,
+            other => panic!("not cellular: {other:?}"),
         }
-        let c = self.config()?;
-        let report = super::with_bar(|p| cellular::run(&c, p)).context("cellular experiment")?;
-        super::finish(&report)
+    }
+
+    #[test]
+    fn no_flags_give_the_library_defaults_and_choices_are_typed() {
+        assert_eq!(args(&[]).config().unwrap(), Config::default());
+        let c = args(&[
+            "--radio",
+            "3g",
+            "--setting",
+            "base,frto-off+ts-off+rto-floor",
+            "--protocol",
+            "h1,h2",
+            "--browser",
+            "chromium",
+            "--page",
+            "meh15-01",
+            "--think",
+            "2s",
+            "--queue",
+            "500ms",
+        ])
+        .config()
+        .unwrap();
+        assert_eq!(c.radios, [Radio::ThreeG]);
+        let settings: Vec<String> = c.settings.iter().map(Setting::to_string).collect();
+        assert_eq!(settings, ["base", "frto-off+ts-off+rto-floor"]);
+        assert_eq!(c.protocols, [Protocol::H1, Protocol::H2]);
+        assert_eq!(c.browser, Browser::Chromium);
+        assert_eq!(c.corpus.pages, ["meh15-01"]);
+        assert_eq!((c.think_s, c.queue_ms), (2.0, Some(500)));
+        for (flag, bad) in [
+            ("--radio", "5g"),
+            ("--network", "wired"),
+            ("--setting", "reno+bbr"),
+            ("--protocol", "spdy"),
+            ("--browser", "firefox"),
+            ("--think", "8"),
+        ] {
+            let e = parse_error(&["cellular", flag, bad]);
+            assert!(e.contains(bad), "{flag} {bad}: {e}");
+        }
     }
 }

@@ -108,7 +108,7 @@ impl Experiment for Pages {
     /// and Chromium when a page type needs it.
     fn check_machine(&self) -> Result<(), ExperimentError> {
         if self.config.protocols.iter().any(|p| p.chromium().is_some()) {
-            crate::browser::check_binary(&self.config.chromium)?;
+            crate::browser::check_binary(&self.config.chromium, "")?;
         }
         needs_root()?;
         let mut ccs = self.config.ccs.clone();
