@@ -128,19 +128,19 @@ fn options(config: &Config) -> Result<LoadOptions, ExperimentError> {
     };
     if let Some(kb) = config.pull_kb {
         if kb == 0 {
-            return Err(bad("--pull-kb", "0: give at least 1 (KB per connection)"));
+            return Err(bad("--pull", "0: give at least 1kB per connection"));
         }
         opts.pull_budget = Some(kb.saturating_mul(1000));
     }
     match config.pull_follow_ms {
         Some(0) => {
             return Err(bad(
-                "--pull-follow-ms",
-                "0: give the window in ms, about one RTT (e.g. 65)",
+                "--pull-follow",
+                "0ms: give the window, about one RTT (e.g. 65ms)",
             ))
         }
         Some(_) if config.pull_kb.is_none() => {
-            return Err(bad("--pull-follow-ms", "goes with --pull-kb"));
+            return Err(bad("--pull-follow", "goes with --pull"));
         }
         ms => opts.pull_follow = ms.map(Duration::from_millis),
     }
@@ -357,13 +357,13 @@ mod tests {
             pull_kb: Some(0),
             ..Config::default()
         });
-        assert!(e.to_string().contains("--pull-kb"), "{e}");
+        assert!(e.to_string().starts_with("--pull: "), "{e}");
         let e = bad(Config {
             pull_kb: Some(64),
             pull_follow_ms: Some(0),
             ..Config::default()
         });
-        assert!(e.to_string().contains("--pull-follow-ms"), "{e}");
+        assert!(e.to_string().starts_with("--pull-follow: "), "{e}");
         let o = options(&Config {
             connections: Some(4),
             pull_kb: Some(64),
