@@ -72,11 +72,7 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
 /// seconds (dnsperf -l). A bare number is refused like every duration on
 /// mewa's command line, with the form it takes.
 pub fn whole_secs(s: &str) -> Result<u64, String> {
-    let d = mewa_link::core::parse_duration(s).map_err(|e| e.to_string())?;
-    if d.subsec_nanos() != 0 {
-        return Err(format!("{s}: give whole seconds (e.g. 60s)"));
-    }
-    Ok(d.as_secs())
+    mewa_link::core::parse_whole_secs(s).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

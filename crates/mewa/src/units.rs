@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use mewa_link::core::{parse_duration, parse_rate, parse_size};
+use mewa_link::core::{parse_duration, parse_rate, parse_size, parse_whole_secs};
 
 /// A duration: `150ms`, `2s`, `250us`.
 pub fn duration(s: &str) -> Result<Duration, String> {
@@ -29,11 +29,7 @@ pub fn rtt_ms(s: &str) -> Result<u64, String> {
 
 /// A duration in whole seconds (`60s`, `2m` is not a unit: `120s`).
 pub fn secs(s: &str) -> Result<u64, String> {
-    let d = duration(s)?;
-    if d.subsec_nanos() != 0 {
-        return Err(format!("{s}: give whole seconds (e.g. 60s)"));
-    }
-    Ok(d.as_secs())
+    parse_whole_secs(s).map_err(|e| e.to_string())
 }
 
 /// Whole seconds that fit a `u32`, the width of a hint's TTL and of a

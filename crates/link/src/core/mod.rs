@@ -148,6 +148,9 @@ pub enum SpecError {
     /// A rate could not be read (a bare number has no unit).
     #[error("bad rate {0:?}: use a number with a unit in bit/s, e.g. 4096kbit, 32mbit, 1gbit")]
     Rate(String),
+    /// A duration that must be whole seconds has a fraction.
+    #[error("bad duration {0:?}: give whole seconds, e.g. 60s")]
+    WholeSecs(String),
     /// A size could not be read (a bare number has no unit).
     #[error("bad size {0:?}: use a number with a unit, e.g. 500kB, 2MB, 1500B, 64KiB")]
     Size(String),
@@ -248,6 +251,17 @@ pub fn parse_duration(s: &str) -> Result<Duration, SpecError> {
         return Err(bad());
     }
     Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parses `60s`, `600s` into whole seconds, for what counts in seconds (a
+/// tool's run length, a TTL); a fraction of a second is refused rather than
+/// cut off, and a bare number like every duration.
+pub fn parse_whole_secs(s: &str) -> Result<u64, SpecError> {
+    let d = parse_duration(s)?;
+    if d.subsec_nanos() != 0 {
+        return Err(SpecError::WholeSecs(s.to_string()));
+    }
+    Ok(d.as_secs())
 }
 
 /// Parses `20mbit`, `500kbit`, `1gbit`, `64000bit` (bit/s; `mbps`, `Mbit/s`

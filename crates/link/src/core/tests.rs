@@ -336,6 +336,16 @@ fn parse_specs() {
     assert_eq!(parse_duration("250us").unwrap(), us(250));
     assert!(parse_duration("20").is_err());
     assert!(parse_duration("-1ms").is_err());
+    assert_eq!(parse_whole_secs("600s").unwrap(), 600);
+    assert_eq!(parse_whole_secs("2000ms").unwrap(), 2);
+    assert!(parse_whole_secs("1.5s")
+        .unwrap_err()
+        .to_string()
+        .contains("whole seconds"));
+    assert!(parse_whole_secs("60")
+        .unwrap_err()
+        .to_string()
+        .contains("2s"));
     assert_eq!(parse_rate("20mbit").unwrap(), 20_000_000);
     assert_eq!(parse_rate("1.5Mbps").unwrap(), 1_500_000);
     assert_eq!(parse_rate("64000bit").unwrap(), 64_000);
