@@ -116,10 +116,7 @@ pub(super) fn start_accel(
     }
     let site_list = cfg
         .sites()
-        .map_err(|e| ExperimentError::Config {
-            field: "accelerator sites",
-            message: e.to_string(),
-        })?
+        .map_err(ExperimentError::AccelConfig)?
         .iter()
         .cloned()
         .collect();

@@ -47,6 +47,19 @@ pub enum ExperimentError {
         /// What was found instead.
         why: String,
     },
+    /// The corpus generator refused the options an experiment gave it.
+    #[error("generating the {what} pages")]
+    Generate {
+        /// Which pages (the preset and what varies).
+        what: String,
+        /// The generator's error.
+        #[source]
+        source: mewa_corpus::GenError,
+    },
+    /// The accelerator's configuration, as the experiment wrote it, is
+    /// not valid.
+    #[error("the accelerator's configuration")]
+    AccelConfig(#[source] mewa_accel::server::ServeConfigError),
     /// The page filter left no page.
     #[error("no page name contains any of {0:?}; list them with `mewa corpus show`")]
     NoPage(Vec<String>),

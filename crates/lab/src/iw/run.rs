@@ -35,10 +35,10 @@ pub(super) fn pages(config: &Config) -> Result<Corpus, ExperimentError> {
                     share: Some(s.max(0.05)),
                     ..Default::default()
                 };
-                let c = generate_with(Preset::Complat, 1, &opts).map_err(|e| {
-                    ExperimentError::Config {
-                        field: "--shares",
-                        message: e.to_string(),
+                let c = generate_with(Preset::Complat, 1, &opts).map_err(|source| {
+                    ExperimentError::Generate {
+                        what: format!("complat (computation share {s})"),
+                        source,
                     }
                 })?;
                 for mut p in c.pages {
