@@ -12,7 +12,8 @@
 //! - [`table`]: aligned text, Markdown and CSV tables.
 //! - [`plot`]: SVG line, point, CDF and box plots; [`linklog`]: a link's
 //!   event log drawn over time.
-//! - [`stats`]: mean, median, quantiles, the empirical CDF.
+//! - [`stats`]: mean, median, quantiles, the empirical CDF; [`paired`]:
+//!   A/B pairs, their bootstrap intervals and Wilcoxon signed-rank test.
 //! - [`sections`]: a report of titled tables and plots.
 //! - [`folder`]: the result folder, its `config.json` and `meta.json`;
 //!   [`journal`]: its `runs.jsonl`, what a run finished, unit by unit.
@@ -21,6 +22,7 @@
 pub mod folder;
 pub mod journal;
 pub mod linklog;
+pub mod paired;
 pub mod plot;
 pub mod sections;
 pub mod stats;
@@ -31,6 +33,7 @@ use std::path::{Path, PathBuf};
 
 pub use folder::{read_config, Provenance, ResultFolder};
 pub use journal::Journal;
+pub use paired::{compare_pages, compare_pairs, PairedStats, Verdict};
 pub use plot::{cdf_series, draw, draw_boxes, BoxGroup, Chart, Mark, Series};
 pub use sections::{Plot, Section, SectionReport};
 pub use stats::{cdf, mean, median, quantile};
