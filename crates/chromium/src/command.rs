@@ -38,6 +38,25 @@ pub fn check_binary(chromium: &Path) -> Result<(), NoChromium> {
     }
 }
 
+/// The major version of the Chromium at `chromium` (`chromium --version`
+/// says `Chromium 156.0.8078.108 …`); `None` when it does not say.
+pub fn major_version(chromium: &Path) -> Option<u32> {
+    let out = std::process::Command::new(chromium)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    parse_major_version(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// The major version in a `--version` line: the first word that starts
+/// with digits and a dot.
+fn parse_major_version(line: &str) -> Option<u32> {
+    line.split_whitespace()
+        .find_map(|w| w.split_once('.').and_then(|(m, _)| m.parse().ok()))
+}
+
 /// Chromium flags (without the leading `--`) every headless Chromium of
 /// mewa's gets, besides the headless mode, the profile and the DevTools
 /// port: without the background-networking ones Chromium floods a closed
@@ -259,5 +278,22 @@ pub fn chromium_command(
         args,
         env,
         run_as,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_major_version_is_read_from_the_version_line() {
+        assert_eq!(
+            parse_major_version("Chromium 156.0.8078.108 built on Debian GNU/Linux 12"),
+            Some(156)
+        );
+        assert_eq!(parse_major_version("Google Chrome 99.0.1.2"), Some(99));
+        assert_eq!(parse_major_version("nothing here"), None);
+        assert_eq!(parse_major_version(""), None);
+        assert_eq!(major_version(Path::new("/nonexistent/chromium")), None);
     }
 }

@@ -30,6 +30,7 @@ pub mod arrival;
 pub mod cdp;
 pub mod command;
 pub mod launch;
+pub mod measure;
 pub mod netlog;
 pub mod profile;
 pub mod session;
@@ -40,11 +41,15 @@ pub use arrival::{arrival_from_netlog, load_once, Arrival, LoadFiles};
 pub use cdp::{field, Cdp, RawEvent};
 pub use command::{
     check_binary, chromium_command, exit_failure, headless, headless_load, lab_headless_flags,
-    lookup_user, run_as, Account, ChromiumCommand, NoChromium, UserRefused, CHROMIUM_FLAGS,
-    DEFAULT_CHROMIUM,
+    lookup_user, major_version, run_as, Account, ChromiumCommand, NoChromium, UserRefused,
+    CHROMIUM_FLAGS, DEFAULT_CHROMIUM,
 };
 pub use launch::{sandbox_failure, Chromium};
-pub use netlog::{netlog_requests, netlog_times, NetlogError, NetlogRequests, NetlogTimes};
+pub use measure::{Frame, Measure, Paints};
+pub use netlog::{
+    early_actions, netlog_after, netlog_requests, netlog_times, EarlyActions, NetlogError,
+    NetlogRequests, NetlogTimes,
+};
 pub use profile::{Profile, ProfileError};
 pub use session::{onload_from_evaluate, BrowserLoad, ChromiumSession};
 

@@ -118,6 +118,134 @@ pub fn netlog_times(netlog: &[u8], page: &Page) -> Result<NetlogTimes, NetlogErr
     })
 }
 
+/// The NetLog of one navigation of a browser that made several (a
+/// returning visitor's warm-up visits, then the measured one): the events
+/// from `epoch_ms` (the navigation's start, `performance.timeOrigin`) on,
+/// less `slack_ms` for the two clocks' rounding. The NetLog's
+/// `timeTickOffset` places its event times on the wall clock.
+pub fn netlog_after(netlog: &[u8], epoch_ms: f64, slack_ms: f64) -> Result<Vec<u8>, NetlogError> {
+    let mut v: serde_json::Value =
+        serde_json::from_slice(netlog).map_err(|e| NetlogError::NotJson(e.to_string()))?;
+    let offset = match &v["constants"]["timeTickOffset"] {
+        serde_json::Value::String(s) => s.parse::<f64>().ok(),
+        n => n.as_f64(),
+    }
+    .ok_or(NetlogError::Missing("timeTickOffset"))?;
+    let from = epoch_ms - offset - slack_ms;
+    let events = v["events"]
+        .as_array_mut()
+        .ok_or(NetlogError::Missing("events"))?;
+    events.retain(|e| {
+        e["time"]
+            .as_str()
+            .and_then(|t| t.parse::<f64>().ok())
+            .is_some_and(|t| t >= from)
+    });
+    serde_json::to_vec(&v).map_err(|e| NetlogError::NotJson(e.to_string()))
+}
+
+/// What Chromium did for a page before the document's response arrived:
+/// what it can only have learned elsewhere (its loading predictor, a 103
+/// Early Hints response), since the page's HTML was not there yet.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct EarlyActions {
+    /// Hosts of the page other than the document's that Chromium
+    /// preconnected to (`HTTP_STREAM_JOB_CONTROLLER` with `is_preconnect`)
+    /// before the document's final response headers, sorted.
+    pub preconnected: Vec<String>,
+    /// The page's objects whose request started before the document's
+    /// final response headers (preloads), as `://host/path`, sorted.
+    pub requested: Vec<String>,
+    /// Informational (1xx) responses to the document, e.g. 103 Early Hints.
+    pub informational: usize,
+}
+
+/// [`EarlyActions`] of the page's load in `netlog` (one navigation: cut it
+/// with [`netlog_after`] first when the browser made others).
+pub fn early_actions(netlog: &[u8], page: &Page) -> Result<EarlyActions, NetlogError> {
+    let v = Parsed::read(netlog)?;
+    let (start, url_request, events) = (v.start, v.url_request, v.events()?);
+    let types = &v.json["constants"]["logEventTypes"];
+    let headers_read = types["HTTP_TRANSACTION_READ_RESPONSE_HEADERS"].as_u64();
+    let early_hints = types["HTTP_TRANSACTION_READ_EARLY_HINTS_RESPONSE_HEADERS"].as_u64();
+    let controller = types["HTTP_STREAM_JOB_CONTROLLER"].as_u64();
+    let time = |e: &serde_json::Value| e["time"].as_str().and_then(|t| t.parse::<f64>().ok());
+    let main = without_scheme(&page.main);
+    let doc_host = mewa_hint::page::host_of(&page.main).unwrap_or_default();
+    // The document's request: its source, then when its final response
+    // headers came.
+    let doc = events
+        .iter()
+        .find(|e| {
+            e["type"].as_u64() == Some(start)
+                && e["params"]["url"]
+                    .as_str()
+                    .is_some_and(|u| without_scheme(u) == main)
+        })
+        .and_then(|e| e["source"]["id"].as_u64())
+        .ok_or_else(|| NetlogError::NoRequest(page.main.clone()))?;
+    let mut informational = 0;
+    let mut answered = f64::MAX;
+    for e in events {
+        if e["source"]["id"].as_u64() != Some(doc) {
+            continue;
+        }
+        let ty = e["type"].as_u64();
+        if early_hints.is_some() && ty == early_hints {
+            informational += 1;
+        } else if headers_read.is_some() && ty == headers_read {
+            let status = e["params"]["headers"]
+                .as_array()
+                .and_then(|h| h.first())
+                .and_then(serde_json::Value::as_str)
+                .and_then(|line| line.split_whitespace().nth(1))
+                .and_then(|code| code.parse::<u16>().ok());
+            match status {
+                Some(s) if s < 200 => informational += 1,
+                _ => {
+                    if let Some(t) = time(e) {
+                        answered = answered.min(t);
+                    }
+                }
+            }
+        }
+    }
+    let hosts: std::collections::HashSet<&str> = page.hosts().into_iter().collect();
+    let mine: std::collections::HashSet<String> = page.objects.iter().map(|o| o.url("")).collect();
+    let mut preconnected = std::collections::BTreeSet::new();
+    let mut requested = std::collections::BTreeSet::new();
+    for e in events {
+        if !time(e).is_some_and(|t| t < answered) {
+            continue;
+        }
+        let ty = e["type"].as_u64();
+        let url = e["params"]["url"].as_str().unwrap_or("");
+        if controller.is_some()
+            && ty == controller
+            && e["params"]["is_preconnect"].as_bool() == Some(true)
+        {
+            if let Some(h) = mewa_hint::page::host_of(url) {
+                if h != doc_host && hosts.contains(h.as_str()) {
+                    preconnected.insert(h);
+                }
+            }
+        } else if ty == Some(start)
+            && e["source"]["type"].as_u64() == Some(url_request)
+            && e["source"]["id"].as_u64() != Some(doc)
+        {
+            let u = without_scheme(url);
+            if mine.contains(&u) {
+                requested.insert(u);
+            }
+        }
+    }
+    Ok(EarlyActions {
+        preconnected: preconnected.into_iter().collect(),
+        requested: requested.into_iter().collect(),
+        informational,
+    })
+}
+
 /// Which requests a Chromium NetLog shows, against a page's objects.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NetlogRequests {
@@ -315,5 +443,107 @@ mod tests {
             NetlogError::NoRequest("http://www.p.example/".into())
         );
         assert!(netlog_times(b"{", &page()).is_err());
+    }
+
+    /// A NetLog with typed events: `(source, type name, time, params)`.
+    fn typed(events: &[(u64, &str, f64, serde_json::Value)]) -> Vec<u8> {
+        let names = [
+            "URL_REQUEST_START_JOB",
+            "HTTP_TRANSACTION_READ_RESPONSE_HEADERS",
+            "HTTP_STREAM_JOB_CONTROLLER",
+        ];
+        let id = |n: &str| {
+            names
+                .iter()
+                .position(|x| *x == n)
+                .map_or(99, |i| i as u64 + 1)
+        };
+        let events: Vec<serde_json::Value> = events
+            .iter()
+            .map(|(src, ty, t, p)| {
+                serde_json::json!({
+                    "source": {"id": src, "type": if *ty == "HTTP_STREAM_JOB_CONTROLLER" { 9 } else { 7 }},
+                    "type": id(ty), "time": format!("{t}"), "params": p,
+                })
+            })
+            .collect();
+        let types: serde_json::Map<String, serde_json::Value> = names
+            .iter()
+            .map(|n| (n.to_string(), serde_json::json!(id(n))))
+            .collect();
+        serde_json::to_vec(&serde_json::json!({
+            "constants": {"logEventTypes": types, "logSourceType": {"URL_REQUEST": 7},
+                          "timeTickOffset": "1000000"},
+            "events": events,
+        }))
+        .unwrap_or_default()
+    }
+
+    #[test]
+    fn early_actions_are_what_came_before_the_document() {
+        let mut p = page();
+        p.objects[1].host = "cdn.example".into();
+        let log = typed(&[
+            // A warm-up visit long before: cut away by netlog_after.
+            (
+                1,
+                "HTTP_STREAM_JOB_CONTROLLER",
+                100.0,
+                serde_json::json!({"is_preconnect": true, "url": "https://cdn.example/x"}),
+            ),
+            (
+                2,
+                "HTTP_STREAM_JOB_CONTROLLER",
+                5000.0,
+                serde_json::json!({"is_preconnect": true, "url": "https://cdn.example/"}),
+            ),
+            (
+                2,
+                "HTTP_STREAM_JOB_CONTROLLER",
+                5000.0,
+                serde_json::json!({"is_preconnect": true, "url": "https://www.p.example/"}),
+            ),
+            (
+                3,
+                "URL_REQUEST_START_JOB",
+                5001.0,
+                serde_json::json!({"url": "http://www.p.example/"}),
+            ),
+            (
+                3,
+                "HTTP_TRANSACTION_READ_RESPONSE_HEADERS",
+                5050.0,
+                serde_json::json!({"headers": ["HTTP/1.1 103", "link: <https://cdn.example/a.png>"]}),
+            ),
+            (
+                4,
+                "URL_REQUEST_START_JOB",
+                5060.0,
+                serde_json::json!({"url": "https://cdn.example/a.png"}),
+            ),
+            (
+                3,
+                "HTTP_TRANSACTION_READ_RESPONSE_HEADERS",
+                5100.0,
+                serde_json::json!({"headers": ["HTTP/1.1 200"]}),
+            ),
+            // After the document: the page's own doing.
+            (
+                5,
+                "HTTP_STREAM_JOB_CONTROLLER",
+                5200.0,
+                serde_json::json!({"is_preconnect": true, "url": "https://other.example/"}),
+            ),
+        ]);
+        let cut = netlog_after(&log, 1_000_000.0 + 4990.0, 5.0).expect("cut");
+        let a = early_actions(&cut, &p).expect("actions");
+        assert_eq!(a.preconnected, ["cdn.example"]);
+        assert_eq!(a.requested, ["://cdn.example/a.png"]);
+        assert_eq!(a.informational, 1);
+        // The whole log still has the warm-up's preconnect, before 4990.
+        let whole = early_actions(&log, &p).expect("actions");
+        assert_eq!(whole.preconnected, ["cdn.example"]);
+        assert!(netlog_after(b"{}", 0.0, 0.0).is_err());
+        assert!(early_actions(&typed(&[]), &p).is_err());
     }
 }

@@ -38,6 +38,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::measure::{
+    click_js, paints_from_evaluate, predicted_origins, screencast_frame, screencast_params, Frame,
+    Measure, Paints, PAINTS_JS, PREDICTOR_ROWS_JS, SETTLE_QUIET,
+};
 use crate::{Cdp, Chromium, DevtoolsError};
 
 /// How long Chromium may take to start and offer its DevTools endpoint.
@@ -67,6 +71,19 @@ pub struct BrowserLoad {
     pub document_protocol: Option<String>,
     /// Why the load has no PLT.
     pub error: Option<String>,
+    /// The page's paint and Navigation Timing marks (none read when the
+    /// load event never fired).
+    pub paints: Paints,
+    /// Screenshots taken while it loaded ([`Measure::screenshots`]), in
+    /// the order they came.
+    pub frames: Vec<Frame>,
+}
+
+/// Seconds since the Unix epoch now (0 on a clock before it).
+fn now_epoch_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// One headless Chromium, one profile, one tab, kept across loads. Start,
@@ -132,6 +149,18 @@ impl ChromiumSession {
     /// PLT ([`BrowserLoad::error`]); an `Err` is a browser that can no
     /// longer be driven (it crashed, or closed the connection).
     pub async fn load(&mut self, url: &str) -> Result<BrowserLoad, DevtoolsError> {
+        self.load_with(url, &Measure::default()).await
+    }
+
+    /// [`ChromiumSession::load`] with what `m` asks beyond the load event:
+    /// the renderer throttled, screenshots during the load, a watch for
+    /// late paints after it; the paint marks are read at its end. The
+    /// throttling is lifted again afterwards, for the session's next load.
+    pub async fn load_with(
+        &mut self,
+        url: &str,
+        m: &Measure,
+    ) -> Result<BrowserLoad, DevtoolsError> {
         let start = tokio::time::Instant::now();
         // What arrived since the last load (a request the last page made
         // after its load event) is not this load's.
@@ -143,7 +172,23 @@ impl ChromiumSession {
         let mut ids: HashSet<u64> = HashSet::new();
         // Request id → URL, to name a failure.
         let mut urls: HashMap<String, String> = HashMap::new();
-        let timed_out = || format!("no load event within {} s", self.timeout.as_secs());
+        let timeout_s = self.timeout.as_secs();
+        let timed_out = || format!("no load event within {timeout_s} s");
+        let throttled = m.cpu_slowdown.is_finite() && m.cpu_slowdown > 1.0;
+        if throttled {
+            self.cdp
+                .call(
+                    "Emulation.setCPUThrottlingRate",
+                    Some(&self.tab),
+                    json!({"rate": m.cpu_slowdown}),
+                )
+                .await?;
+        }
+        if m.screenshots {
+            self.cdp
+                .call("Page.startScreencast", Some(&self.tab), screencast_params())
+                .await?;
+        }
         let nav = self
             .cdp
             .call("Page.navigate", Some(&self.tab), json!({"url": url}))
@@ -220,8 +265,17 @@ impl ChromiumSession {
                 "Page.loadEventFired" if ev.session_id.as_deref() == Some(self.tab.as_str()) => {
                     loaded = true;
                 }
+                "Page.screencastFrame" => self.take_frame(&ev.params, &mut out.frames)?,
                 _ => {}
             }
+        }
+        if loaded && m.settle > Duration::ZERO {
+            self.settle(m.settle, &mut out.frames).await?;
+        }
+        if m.screenshots {
+            self.cdp
+                .call("Page.stopScreencast", Some(&self.tab), json!({}))
+                .await?;
         }
         out.new_connections = ids.difference(&self.seen).count();
         out.reused_connections = ids.intersection(&self.seen).count();
@@ -231,8 +285,190 @@ impl ChromiumSession {
                 Ok(s) => out.plt_s = Some(s),
                 Err(why) => out.error = Some(why),
             }
+            match self.paints().await? {
+                Ok(p) => out.paints = p,
+                Err(why) => tracing::warn!("{url}: {why}"),
+            }
+        }
+        if throttled {
+            self.cdp
+                .set_deadline(tokio::time::Instant::now() + TIMING_WAIT);
+            self.cdp
+                .call(
+                    "Emulation.setCPUThrottlingRate",
+                    Some(&self.tab),
+                    json!({"rate": 1}),
+                )
+                .await?;
         }
         Ok(out)
+    }
+
+    /// Keeps a screencast frame and acknowledges it (Chromium sends the
+    /// next only after the last is acknowledged).
+    fn take_frame(&mut self, params: &Value, frames: &mut Vec<Frame>) -> Result<(), DevtoolsError> {
+        if let Some((frame, ack)) = screencast_frame(params, now_epoch_s()) {
+            frames.push(frame);
+            self.cdp.send(
+                "Page.screencastFrameAck",
+                Some(&self.tab),
+                json!({"sessionId": ack}),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// After the load event: goes on taking frames until [`SETTLE_QUIET`]
+    /// passes without one, or `at_most`.
+    async fn settle(
+        &mut self,
+        at_most: Duration,
+        frames: &mut Vec<Frame>,
+    ) -> Result<(), DevtoolsError> {
+        let end = tokio::time::Instant::now() + at_most;
+        self.cdp.set_deadline(end);
+        let mut quiet_until = tokio::time::Instant::now() + SETTLE_QUIET;
+        while let Some(ev) = self.cdp.event(quiet_until.min(end)).await? {
+            match &*ev.method {
+                "Page.screencastFrame" => {
+                    self.take_frame(&ev.params, frames)?;
+                    quiet_until = tokio::time::Instant::now() + SETTLE_QUIET;
+                }
+                "Target.attachedToTarget" => {
+                    if let Some(child) = self.cdp.follow_child(&ev.params)? {
+                        self.children.insert(child);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The page's paint marks ([`PAINTS_JS`]); the inner `Err` says why
+    /// there are none.
+    async fn paints(&mut self) -> Result<Result<Paints, String>, DevtoolsError> {
+        self.cdp
+            .set_deadline(tokio::time::Instant::now() + TIMING_WAIT);
+        let answer = self
+            .cdp
+            .call(
+                "Runtime.evaluate",
+                Some(&self.tab),
+                json!({"expression": PAINTS_JS, "returnByValue": true, "awaitPromise": true}),
+            )
+            .await?;
+        Ok(match answer {
+            Some(a) => paints_from_evaluate(&a),
+            None => Err("no answer to the paint times".into()),
+        })
+    }
+
+    /// Navigates the tab to `url` and waits for its load event (at most
+    /// the session's timeout), taking nothing from it: the steps between
+    /// measured loads (a warm-up, `chrome://` pages). `false` when the
+    /// load event did not come.
+    pub async fn visit(&mut self, url: &str) -> Result<bool, DevtoolsError> {
+        let end = tokio::time::Instant::now() + self.timeout;
+        self.cdp.set_deadline(end);
+        let nav = self
+            .cdp
+            .call("Page.navigate", Some(&self.tab), json!({"url": url}))
+            .await?;
+        if nav.is_none() {
+            return Ok(false);
+        }
+        while let Some(ev) = self.cdp.event(end).await? {
+            match &*ev.method {
+                "Page.loadEventFired" if ev.session_id.as_deref() == Some(self.tab.as_str()) => {
+                    return Ok(true)
+                }
+                "Target.attachedToTarget" => {
+                    if let Some(child) = self.cdp.follow_child(&ev.params)? {
+                        self.children.insert(child);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(false)
+    }
+
+    /// Evaluates `expression` in the tab; its value (`None`: no answer in
+    /// time).
+    async fn evaluate(&mut self, expression: &str) -> Result<Option<Value>, DevtoolsError> {
+        self.cdp
+            .set_deadline(tokio::time::Instant::now() + TIMING_WAIT);
+        self.cdp
+            .call(
+                "Runtime.evaluate",
+                Some(&self.tab),
+                json!({"expression": expression, "returnByValue": true}),
+            )
+            .await
+    }
+
+    /// A returning visitor's browser between two visits: the HTTP cache
+    /// cleared (`Network.clearBrowserCache`), the socket pools flushed and
+    /// the host-resolver cache cleared (the buttons of
+    /// `chrome://net-internals`, which DevTools has no command for); what
+    /// Chromium learned of the page (its loading predictor) is kept. The
+    /// tab is left on `about:blank`. `Err` names a step that did not
+    /// happen (a Chromium whose net-internals page lacks the button).
+    pub async fn clear_for_revisit(&mut self) -> Result<(), DevtoolsError> {
+        self.cdp
+            .set_deadline(tokio::time::Instant::now() + TIMING_WAIT);
+        self.cdp
+            .call("Network.clearBrowserCache", Some(&self.tab), json!({}))
+            .await?;
+        for (page, button) in [
+            (
+                "chrome://net-internals/#sockets",
+                "sockets-view-flush-button",
+            ),
+            ("chrome://net-internals/#dns", "dns-view-clear-cache"),
+        ] {
+            // Each view is its own navigation: a hash change alone would
+            // not fire a load event.
+            self.visit("about:blank").await?;
+            if !self.visit(page).await? {
+                return Err(DevtoolsError::Protocol(format!("{page} did not load")));
+            }
+            let said = self.evaluate(&click_js(button)).await?;
+            let said = said
+                .as_ref()
+                .and_then(|a| a["result"]["value"].as_str())
+                .unwrap_or("no answer");
+            if said != "done" {
+                return Err(DevtoolsError::Protocol(format!("{page}: {said}")));
+            }
+        }
+        self.visit("about:blank").await?;
+        Ok(())
+    }
+
+    /// The origins Chromium's loading predictor has learned for pages of
+    /// `host`, as `chrome://predictors` lists them (it fills its table a
+    /// moment after loading, so it is read until it has rows, for at most
+    /// a second). The tab is left there.
+    pub async fn predicted_origins(&mut self, host: &str) -> Result<Vec<String>, DevtoolsError> {
+        if !self.visit("chrome://predictors").await? {
+            return Err(DevtoolsError::Protocol(
+                "chrome://predictors did not load".into(),
+            ));
+        }
+        let until = tokio::time::Instant::now() + Duration::from_secs(1);
+        loop {
+            let answer = self
+                .evaluate(PREDICTOR_ROWS_JS)
+                .await?
+                .unwrap_or(Value::Null);
+            let found = predicted_origins(&answer, host).map_err(DevtoolsError::Protocol)?;
+            if !found.is_empty() || tokio::time::Instant::now() >= until {
+                return Ok(found);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// The tab's Navigation Timing `loadEventEnd − startTime`, s: read once

@@ -132,6 +132,9 @@ pub struct Bed {
     host_addrs: HashMap<String, IpAddr>,
     ca_cert: PathBuf,
     origin: Option<NsServer>,
+    /// Whether the origin answers documents with `103 Early Hints` now
+    /// (shared with it; off at start).
+    early_hints: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Fixed ports of the origin inside its namespace.
@@ -301,6 +304,7 @@ impl Bed {
             iw: origin.iw.clone(),
         };
         let ca_cert = origin.ca_dir.join(mewa_origin::tls::CA_CERT);
+        let early_hints = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let corpus = corpus.clone();
         let (server, ()) = NsServer::start(
             &topo,
@@ -323,7 +327,15 @@ impl Bed {
             host_addrs,
             ca_cert,
             origin: Some(server),
+            early_hints,
         })
+    }
+
+    /// Turns the origin's `103 Early Hints` on or off, for the loads that
+    /// follow (a CDN that sends them, or not).
+    pub fn set_early_hints(&self, on: bool) {
+        self.early_hints
+            .store(on, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The origin's address as the client reaches it (across the link).

@@ -127,17 +127,7 @@ pub fn with_chromium(
         browser_url(bed, page)
     };
     let mut cmd = match dns {
-        // Chromium's own resolver, asking `dns` over the link: a private
-        // mount namespace puts a resolv.conf naming it over the machine's.
-        Some(server) => {
-            let conf = work.join(format!("resolv-{}.conf", page.name));
-            std::fs::write(
-                &conf,
-                format!("nameserver {}\noptions timeout:2 attempts:2\n", server.ip()),
-            )
-            .map_err(|e| BedError::Runtime(format!("writing {}: {e}", conf.display())))?;
-            with_bind_mount(topo, &conf, "/etc/resolv.conf", chromium.binary)?
-        }
+        Some(server) => chromium_with_dns(bed, chromium.binary, work, &page.name, server)?,
         None => {
             let mut c = topo.command(CLIENT, chromium.binary)?;
             c.arg(format!(
@@ -154,6 +144,26 @@ pub fn with_chromium(
         keep: keep_netlog,
     };
     load_once(&mut cmd, chromium.binary, page, &url, files, &spki).map_err(BedError::Runtime)
+}
+
+/// `binary` in the client namespace with its own resolver asking the DNS
+/// server `dns` (the edge, over the radio link, as a phone does): a private
+/// mount namespace puts a `resolv.conf` naming it (written in `work`,
+/// named after `tag`) over the machine's.
+pub(crate) fn chromium_with_dns(
+    bed: &Bed,
+    binary: &Path,
+    work: &Path,
+    tag: &str,
+    dns: SocketAddr,
+) -> Result<std::process::Command, BedError> {
+    let conf = work.join(format!("resolv-{tag}.conf"));
+    std::fs::write(
+        &conf,
+        format!("nameserver {}\noptions timeout:2 attempts:2\n", dns.ip()),
+    )
+    .map_err(|e| BedError::Runtime(format!("writing {}: {e}", conf.display())))?;
+    with_bind_mount(bed.running()?, &conf, "/etc/resolv.conf", binary)
 }
 
 /// The `http://` URL of a generated page, served by the origin's plain

@@ -9,14 +9,15 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mewa_chromium::{load_once, Arrival, LoadFiles};
+use mewa_chromium::{ChromiumSession, Measure};
 use mewa_corpus::Page;
+use mewa_loader::record::Protocol;
 use mewa_origin::{Ca, Certs};
 
 use super::before_load::prepare_load;
-use super::config::{Dispatch, Policy};
+use super::config::{arms_in_order, Arm, Dispatch, Policy};
 use super::planner::ProxyRtt;
-use super::record::{BrowserRun, Record};
+use super::record::{BrowserRun, Metrics, Record};
 use super::setup::Setup;
 use crate::bed::{Bed, BedError, NsServer, CLIENT, PORT_PLAIN, PORT_TLS};
 use crate::experiment::ExperimentError;
@@ -91,21 +92,6 @@ fn chromium_through_proxy(
         CHROMIUM_ETC,
         chromium,
     )?)
-}
-
-/// A load that lost objects is not a page load: its arrival, or why not.
-fn complete(a: Arrival) -> (Option<Arrival>, Option<String>) {
-    match a.missing.first() {
-        None => (Some(a), None),
-        Some(first) => {
-            let why = format!(
-                "{} of {} objects missing, first {first}",
-                a.missing.len(),
-                a.objects
-            );
-            (None, Some(why))
-        }
-    }
 }
 
 /// What the proxy saw of one load with the hint.
@@ -197,14 +183,13 @@ pub(crate) struct Browsing<'a> {
     pub(crate) bandwidth_bps: f64,
 }
 
-/// The pair of Chromium loads of `page` in run `run`, the `pair`-th of
-/// the run's pairs: without the hint (Chromium on its own,
-/// [`crate::replay::with_chromium`]: its own connections and priorities,
-/// names through the edge) and with it through the local proxy
-/// ([`mewa_client::proxy`]), back to back, the order alternating between
-/// runs. The proxy starts from `proxy_rtt`, which takes in its handshake.
+/// Chromium's loads of `page` in run `run`, the `pair`-th of the run's
+/// sets: one per arm ([`arms_in_order`]: `cold` and the configured
+/// others), back to back on the same stretch of the trace, the order
+/// rotating from run to run so that no arm always goes first. The `meh`
+/// arm's proxy starts from `proxy_rtt`, which takes in its handshake.
 /// `within` hears of each load as it starts.
-pub(crate) fn browser_pair(
+pub(crate) fn browser_set(
     b: &Browsing<'_>,
     page: &Page,
     run: usize,
@@ -215,179 +200,360 @@ pub(crate) fn browser_pair(
     let Some((chromium, runs)) = &b.setup.browser else {
         return Ok(Vec::new());
     };
-    let topo = b.bed.running()?;
-    let mut out = Vec::with_capacity(2);
-    for (k, with_hint) in [run % 2 == 1, run % 2 == 0].into_iter().enumerate() {
-        prepare_load(topo, b.setup, pair)?;
+    let arms = arms_in_order(&b.setup.arms);
+    let k = arms.len();
+    let mut out = Vec::with_capacity(k);
+    for i in 0..k {
+        let arm = arms[(i + run) % k];
         within(
-            k,
-            &format!("Chromium run {}/{runs}, {}", run + 1, page.name),
+            i,
+            &format!("Chromium run {}/{runs}, {} {arm}", run + 1, page.name),
         );
-        let (arrival, error, saw) = if with_hint {
-            through_proxy(b, chromium, page, run, proxy_rtt)?
-        } else {
-            let (arrival, error) = alone(b, chromium, page, run);
-            (arrival, error, ProxySaw::default())
-        };
-        let load = BrowserRun {
-            page: page.name.clone(),
-            run,
-            with_hint,
-            plt_s: arrival.as_ref().and_then(|a| a.plt_s),
-            requested_s: arrival.as_ref().and_then(|a| a.requested_s),
-            n: saw.n,
-            answer_bytes: saw.answer_bytes,
-            urls_over_tcp: saw.urls_over_tcp,
-            urls_lead_ms: saw.urls_lead_ms,
-            prefetched: saw.prefetched,
-            error,
-            handshake_ns: saw
-                .handshake
-                .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
-        };
+        let load = arm_load(b, chromium, page, run, pair, arm, proxy_rtt)?;
         proxy_rtt.observe(&load);
         out.push(Record::Chromium(Box::new(load)));
     }
     Ok(out)
 }
 
-/// Chromium on its own: its arrival, or why none.
-fn alone(
+/// How long a measured load watches for paints after its load event.
+const SETTLE: Duration = Duration::from_secs(3);
+
+/// One Chromium load of `page` in `arm` on pair `pair`'s stretch of the
+/// trace: a browsing session started for it ([`ChromiumSession`], its
+/// NetLog on), the returning visitor's earlier visit for `predictor`,
+/// the radio link made ready ([`prepare_load`]), the measured load with
+/// screenshots and the configured CPU slowdown, and what its NetLog says.
+/// A load that did not reach its load event is a record with an error; an
+/// `Err` is a testbed that failed.
+fn arm_load(
     b: &Browsing<'_>,
     chromium: &Path,
     page: &Page,
     run: usize,
-) -> (Option<Arrival>, Option<String>) {
-    let keep = b.setup.keep_netlogs.then(|| {
-        b.work_dir
-            .join(format!("{}-{run}-false.netlog.json", page.name))
-    });
-    match crate::replay::with_chromium(
-        b.bed,
-        page,
-        &crate::replay::Browser::plain(chromium),
-        &b.setup.ca_dir,
-        b.work_dir,
+    pair: usize,
+    arm: Arm,
+    proxy_rtt: &ProxyRtt,
+) -> Result<BrowserRun, ExperimentError> {
+    let topo = b.bed.running()?;
+    let tag = format!("{}-{run}-{arm}", page.name);
+    let profile = b.work_dir.join(format!("profile-{tag}"));
+    let netlog = b.work_dir.join(format!("{tag}.netlog.json"));
+    let _ = std::fs::remove_dir_all(&profile);
+    let _ = std::fs::remove_file(&netlog);
+    let proxy = match arm {
+        Arm::Meh => Some(ProxyRun::start(b, page, proxy_rtt)?),
+        _ => None,
+    };
+    let mut cmd = match &proxy {
+        Some(p) => {
+            let mut c = chromium_through_proxy(topo, chromium, b.work_dir)?;
+            c.arg("--disable-http-cache")
+                .arg(format!("--proxy-server=https://127.0.0.1:{}", p.port));
+            c
+        }
         // Names through the edge over the radio, as the proxy of the hint
-        // variant resolves them.
-        Some(b.edge),
-        keep.as_deref(),
-    ) {
-        Ok(a) => complete(a),
-        Err(e) => (None, Some(e.to_string())),
+        // arm resolves them.
+        None => crate::replay::chromium_with_dns(b.bed, chromium, b.work_dir, &tag, b.edge)?,
+    };
+    mewa_chromium::headless(&mut cmd, &profile, &b.tls.certs.leaf_spki_sha256)
+        .arg(format!("--log-net-log={}", netlog.display()))
+        .arg("--remote-debugging-port=0")
+        .arg("--window-size=412,823");
+    if arm == Arm::H3 {
+        cmd.args(crate::browser::protocol_flags(Protocol::H3));
+    }
+    cmd.arg("about:blank");
+    let url = crate::replay::browser_url(b.bed, page);
+    let host = mewa_hint::page::host_of(&page.main).unwrap_or_default();
+    let measure = Measure {
+        cpu_slowdown: b.setup.cpu_slowdown,
+        screenshots: true,
+        settle: SETTLE,
+    };
+    let setup = b.setup;
+    let timeout = setup.timeout;
+    let early_hints = arm == Arm::EarlyHints;
+    if early_hints {
+        b.bed.set_early_hints(true);
+    }
+    let loaded = b.bed.in_client(|| async {
+        let mut s = match ChromiumSession::start(cmd, chromium, timeout).await {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        let r = async {
+            let predicted = match arm {
+                Arm::Predictor => revisit(&mut s, &url, &host).await?,
+                _ => Vec::new(),
+            };
+            prepare_load(topo, setup, pair).map_err(Visit::Bed)?;
+            let load = s.load_with(&url, &measure).await?;
+            Ok::<_, Visit>((load, predicted))
+        }
+        .await;
+        s.close().await;
+        match r {
+            Ok(x) => Ok(Ok(x)),
+            Err(Visit::Bed(e)) => Err(e),
+            Err(Visit::Browser(e)) => Ok(Err(e.to_string())),
+        }
+    });
+    if early_hints {
+        b.bed.set_early_hints(false);
+    }
+    let saw = proxy.map(ProxyRun::stop).unwrap_or_default();
+    let loaded = loaded??;
+    let _ = std::fs::remove_dir_all(&profile);
+    let bytes = std::fs::read(&netlog);
+    // Kept (`keep_netlogs`) in the result folder's chromium/, named by
+    // page, run and arm.
+    if !b.setup.keep_netlogs {
+        let _ = std::fs::remove_file(&netlog);
+    }
+    let mut load = BrowserRun {
+        page: page.name.clone(),
+        run,
+        with_hint: arm == Arm::Meh,
+        plt_s: None,
+        requested_s: None,
+        n: saw.n,
+        answer_bytes: saw.answer_bytes,
+        urls_over_tcp: saw.urls_over_tcp,
+        urls_lead_ms: saw.urls_lead_ms,
+        prefetched: saw.prefetched,
+        error: None,
+        handshake_ns: saw
+            .handshake
+            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+        arm: Some(arm),
+        cpu_slowdown: Some(b.setup.cpu_slowdown),
+        metrics: None,
+        early: None,
+        predicted: Vec::new(),
+        protocol: None,
+        floor_s: super::floor::floor_s(
+            &setup.radio,
+            &super::floor::FloorInput {
+                promotion: setup.rrc.promotion(),
+                radio_rtt_ms: setup.radio_rtt_ms,
+                wired_rtt_ms: setup.wired_rtt_ms,
+                trace_at_ms: (pair as u64).saturating_mul(super::before_load::TRACE_STRIDE_MS),
+                bytes: page.total_bytes(),
+            },
+        ),
+    };
+    let (browser_load, predicted) = match loaded {
+        Ok(x) => x,
+        Err(why) => {
+            load.error = Some(why);
+            return Ok(load);
+        }
+    };
+    load.predicted = predicted;
+    load.protocol = browser_load.document_protocol.clone();
+    load.error = browser_load.error.clone();
+    match bytes {
+        Ok(bytes) => read_netlog(&bytes, page, &browser_load, &mut load),
+        Err(e) => {
+            load.error
+                .get_or_insert_with(|| format!("reading {}: {e}", netlog.display()));
+        }
+    }
+    Ok(load)
+}
+
+/// Why a visit between measured loads stopped: the testbed, or the browser.
+enum Visit {
+    Bed(BedError),
+    Browser(mewa_chromium::DevtoolsError),
+}
+
+impl From<mewa_chromium::DevtoolsError> for Visit {
+    fn from(e: mewa_chromium::DevtoolsError) -> Visit {
+        Visit::Browser(e)
     }
 }
 
-/// Chromium through a fresh local proxy that asks the edge for the hint:
-/// its arrival or why none, and what the proxy saw.
-fn through_proxy(
-    b: &Browsing<'_>,
-    chromium: &Path,
-    page: &Page,
-    run: usize,
-    proxy_rtt: &ProxyRtt,
-) -> Result<(Option<Arrival>, Option<String>, ProxySaw), ExperimentError> {
-    let cfg = b.setup;
-    let topo = b.bed.running()?;
-    let mut pc = mewa_client::proxy::ProxyConfig::new(b.edge, b.bandwidth_bps);
-    pc.origin_tls_port = PORT_TLS;
-    pc.upstream_tls = Some(b.tls.upstream.clone());
-    pc.intercept = Some(b.tls.intercept.clone());
-    pc.origin_port = PORT_PLAIN;
-    pc.use_hints = true;
-    pc.recent_rtt = proxy_rtt.estimate();
-    pc.prefetch = cfg.prefetch;
-    pc.first_flight_budget = cfg.first_flight_budget;
-    pc.image_hold = cfg.image_hold;
-    pc.images_after_document = !cfg.images_with_document;
-    pc.hold_other_hosts_images = cfg.hold_other_hosts_images;
-    if cfg.one_connection {
-        pc.max_connections = 1;
+/// How long the page stays open after a warm-up load before Chromium's
+/// loading predictor is asked what it learned: it records a page's
+/// origins a while after the load completes, and a tab that leaves at
+/// once teaches it nothing (seen in Chromium 156).
+const LEARN_WAIT: Duration = Duration::from_secs(3);
+
+/// A returning visitor's earlier visit, in session `s`: a first page load
+/// on the page's host (a path the origin does not have: the predictor
+/// opens its database at the first load that completes and learns nothing
+/// from that one), then the page itself, kept open until the predictor
+/// has learned its origins (a second visit if the first taught it
+/// nothing), then the HTTP cache, sockets and host cache cleared
+/// ([`ChromiumSession::clear_for_revisit`]). Returns the origins the
+/// predictor knows for the page's host.
+async fn revisit(s: &mut ChromiumSession, url: &str, host: &str) -> Result<Vec<String>, Visit> {
+    let scheme = url.split("://").next().unwrap_or("https");
+    s.visit(&format!("{scheme}://{host}/mewa-first-visit"))
+        .await?;
+    let mut learned = Vec::new();
+    for _ in 0..2 {
+        s.visit(url).await?;
+        tokio::time::sleep(LEARN_WAIT).await;
+        learned = s.predicted_origins(host).await?;
+        if !learned.is_empty() {
+            break;
+        }
     }
-    pc.warm_first = cfg.policy == Policy::WarmFirst;
-    // The proxy pulls at the rate as the loader does; it has no
-    // fixed-budget pull, so `Pull` runs it as seed 000 pushes.
-    pc.dispatch = match cfg.dispatch {
-        Dispatch::Pull => Dispatch::Push,
-        d => d,
-    };
-    let (n_tx, n_rx) = mpsc::channel::<ProxySaw>();
-    let host = mewa_hint::page::host_of(&page.main).unwrap_or_default();
-    let tls = b.tls.tls.clone();
-    let (proxy, port) = NsServer::start(
-        topo,
-        CLIENT,
-        0,
-        "proxy",
-        Duration::from_secs(10),
-        move |ready, stop| async move {
-            let l = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
-                Ok(l) => l,
-                Err(e) => return ready.fail(e),
-            };
-            match l.local_addr() {
-                Ok(a) => ready.ok(a.port()),
-                Err(e) => return ready.fail(e),
+    s.clear_for_revisit().await?;
+    Ok(learned)
+}
+
+/// The measured navigation's part of a NetLog: its times, what arrived,
+/// what Chromium did before the document came. The NetLog of a browser
+/// that made earlier visits is cut at the measured navigation's start.
+fn read_netlog(bytes: &[u8], page: &Page, l: &mewa_chromium::BrowserLoad, out: &mut BrowserRun) {
+    let cut;
+    let bytes = match l.paints.time_origin_ms {
+        Some(origin) => match mewa_chromium::netlog_after(bytes, origin, 50.0) {
+            Ok(c) => {
+                cut = c;
+                &cut[..]
             }
-            let proxy = mewa_client::proxy::Proxy::new(pc);
-            let serving = tokio::spawn(proxy.clone().serve_tls(l, tls));
-            stop.wait().await;
-            serving.abort();
-            let saw = match proxy.session_of(&host).await {
-                Some(s) => {
-                    let t = s.timeline();
-                    ProxySaw {
-                        n: s.connections(),
-                        answer_bytes: t.answer_bytes,
-                        urls_over_tcp: t.urls_over_tcp,
-                        urls_lead_ms: t
-                            .connected
-                            .zip(t.urls)
-                            .map(|(c, u)| (c.as_secs_f64() - u.as_secs_f64()) * 1000.0),
-                        prefetched: s.prefetch_counts().0,
-                        handshake: Some(s.handshake_rtt()),
-                    }
-                }
-                None => ProxySaw::default(),
-            };
-            let st = &proxy.stats;
-            tracing::info!(
-                "proxy: browser connections h2 {}, HTTP/1.1 {}; {} requests forwarded",
-                st.browser_h2.load(std::sync::atomic::Ordering::Relaxed),
-                st.browser_h1.load(std::sync::atomic::Ordering::Relaxed),
-                st.forwarded.load(std::sync::atomic::Ordering::Relaxed)
-            );
-            let _ = n_tx.send(saw);
+            Err(e) => {
+                out.error.get_or_insert_with(|| e.to_string());
+                return;
+            }
         },
-    )?;
-    let profile = b.work_dir.join(format!("profile-{}-{run}-true", page.name));
-    let netlog = b
-        .work_dir
-        .join(format!("{}-{run}-true.netlog.json", page.name));
-    let mut cmd = chromium_through_proxy(topo, chromium, b.work_dir)?;
-    cmd.arg("--disable-http-cache")
-        .arg(format!("--proxy-server=https://127.0.0.1:{port}"));
-    let files = LoadFiles {
-        profile: &profile,
-        netlog: &netlog,
-        keep: cfg.keep_netlogs.then_some(netlog.as_path()),
+        None => bytes,
     };
-    let url = crate::replay::browser_url(b.bed, page);
-    let result = load_once(
-        &mut cmd,
-        chromium,
-        page,
-        &url,
-        files,
-        &b.tls.certs.leaf_spki_sha256,
-    );
-    proxy.stop();
-    let saw = n_rx.try_recv().unwrap_or_default();
-    let (arrival, error) = match result {
-        Ok(a) => complete(a),
-        Err(e) => (None, Some(e)),
+    if let Ok(t) = mewa_chromium::netlog_times(bytes, page) {
+        out.plt_s = Some(t.plt_s);
+        out.requested_s = Some(t.requested_s);
+    }
+    out.early = mewa_chromium::early_actions(bytes, page).ok();
+    let mut m = Metrics {
+        fcp_s: l.paints.fcp_s,
+        lcp_s: l.paints.lcp_s,
+        onload_s: l.paints.onload_s.or(l.plt_s),
+        objects: page.objects.len(),
+        bytes: page.total_bytes(),
+        ..Metrics::default()
     };
-    Ok((arrival, error, saw))
+    if let Ok(reqs) = mewa_chromium::netlog_requests(bytes, page) {
+        for o in &page.objects {
+            if reqs.arrived.contains_key(&o.url("")) {
+                m.objects_arrived += 1;
+                m.bytes_arrived += o.size;
+            }
+        }
+    }
+    if let Some(origin) = l.paints.time_origin_ms {
+        let _ = origin; // VISUAL-PENDING
+    }
+    if out.error.is_none() && out.plt_s.is_none() {
+        out.error = Some(format!("the NetLog has no request for {}", page.main));
+    }
+    out.metrics = Some(m);
+}
+
+/// The local proxy of one `meh` load, serving in the client namespace.
+struct ProxyRun {
+    server: NsServer,
+    port: u16,
+    saw: mpsc::Receiver<ProxySaw>,
+}
+
+impl ProxyRun {
+    /// A fresh proxy that asks the edge for the hint, its round-trip
+    /// memory starting from `proxy_rtt`.
+    fn start(
+        b: &Browsing<'_>,
+        page: &Page,
+        proxy_rtt: &ProxyRtt,
+    ) -> Result<ProxyRun, ExperimentError> {
+        let cfg = b.setup;
+        let topo = b.bed.running()?;
+        let mut pc = mewa_client::proxy::ProxyConfig::new(b.edge, b.bandwidth_bps);
+        pc.origin_tls_port = PORT_TLS;
+        pc.upstream_tls = Some(b.tls.upstream.clone());
+        pc.intercept = Some(b.tls.intercept.clone());
+        pc.origin_port = PORT_PLAIN;
+        pc.use_hints = true;
+        pc.recent_rtt = proxy_rtt.estimate();
+        pc.prefetch = cfg.prefetch;
+        pc.first_flight_budget = cfg.first_flight_budget;
+        pc.image_hold = cfg.image_hold;
+        pc.images_after_document = !cfg.images_with_document;
+        pc.hold_other_hosts_images = cfg.hold_other_hosts_images;
+        if cfg.one_connection {
+            pc.max_connections = 1;
+        }
+        pc.warm_first = cfg.policy == Policy::WarmFirst;
+        // The proxy pulls at the rate as the loader does; it has no
+        // fixed-budget pull, so `Pull` runs it as seed 000 pushes.
+        pc.dispatch = match cfg.dispatch {
+            Dispatch::Pull => Dispatch::Push,
+            d => d,
+        };
+        let (n_tx, n_rx) = mpsc::channel::<ProxySaw>();
+        let host = mewa_hint::page::host_of(&page.main).unwrap_or_default();
+        let tls = b.tls.tls.clone();
+        let (server, port) = NsServer::start(
+            topo,
+            CLIENT,
+            0,
+            "proxy",
+            Duration::from_secs(10),
+            move |ready, stop| async move {
+                let l = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+                    Ok(l) => l,
+                    Err(e) => return ready.fail(e),
+                };
+                match l.local_addr() {
+                    Ok(a) => ready.ok(a.port()),
+                    Err(e) => return ready.fail(e),
+                }
+                let proxy = mewa_client::proxy::Proxy::new(pc);
+                let serving = tokio::spawn(proxy.clone().serve_tls(l, tls));
+                stop.wait().await;
+                serving.abort();
+                let saw = match proxy.session_of(&host).await {
+                    Some(s) => {
+                        let t = s.timeline();
+                        ProxySaw {
+                            n: s.connections(),
+                            answer_bytes: t.answer_bytes,
+                            urls_over_tcp: t.urls_over_tcp,
+                            urls_lead_ms: t
+                                .connected
+                                .zip(t.urls)
+                                .map(|(c, u)| (c.as_secs_f64() - u.as_secs_f64()) * 1000.0),
+                            prefetched: s.prefetch_counts().0,
+                            handshake: Some(s.handshake_rtt()),
+                        }
+                    }
+                    None => ProxySaw::default(),
+                };
+                let st = &proxy.stats;
+                tracing::info!(
+                    "proxy: browser connections h2 {}, HTTP/1.1 {}; {} requests forwarded",
+                    st.browser_h2.load(std::sync::atomic::Ordering::Relaxed),
+                    st.browser_h1.load(std::sync::atomic::Ordering::Relaxed),
+                    st.forwarded.load(std::sync::atomic::Ordering::Relaxed)
+                );
+                let _ = n_tx.send(saw);
+            },
+        )?;
+        Ok(ProxyRun {
+            server,
+            port,
+            saw: n_rx,
+        })
+    }
+
+    /// Stops the proxy; what it saw of the load.
+    fn stop(self) -> ProxySaw {
+        self.server.stop();
+        self.saw.try_recv().unwrap_or_default()
+    }
 }
 
 #[cfg(test)]

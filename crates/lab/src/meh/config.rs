@@ -41,6 +41,48 @@ named_enum! {
 }
 
 named_enum! {
+    /// A configuration of Chromium a page is loaded in: what a user has
+    /// without mewa (the peers), and with it. Every arm's load is paired
+    /// with a `cold` load on the same stretch of the trace.
+    pub enum Arm ("arm", "cold, predictor, early-hints, h3 or meh") {
+        /// A first visit: a fresh profile that knows nothing of the page.
+        Cold = "cold",
+        /// A returning visitor: the same profile loaded the page before;
+        /// its HTTP cache, socket pools and host cache are cleared before
+        /// the measured load, its loading predictor kept (it preconnects
+        /// to the hosts it learned).
+        Predictor = "predictor",
+        /// The origin answers the document with `103 Early Hints`
+        /// (preconnect to the page's other hosts, preload of its
+        /// render-blocking style sheets, scripts and fonts), as a CDN
+        /// sends from what it saw of the page.
+        EarlyHints = "early-hints",
+        /// HTTP/3 to every host (the testbed's origin serves each over
+        /// QUIC).
+        H3 = "h3",
+        /// The Mobile Edge Hint through the local proxy.
+        Meh = "meh",
+    }
+}
+
+impl Arm {
+    /// The arms a user has without mewa: the baselines mewa must beat.
+    pub fn is_peer(self) -> bool {
+        !matches!(self, Arm::Meh)
+    }
+}
+
+/// `arms` as run: `cold` first (every other arm is paired with it), then
+/// the others in the order of [`Arm::ALL`], each once.
+pub fn arms_in_order(arms: &[Arm]) -> Vec<Arm> {
+    Arm::ALL
+        .iter()
+        .copied()
+        .filter(|a| *a == Arm::Cold || arms.contains(a))
+        .collect()
+}
+
+named_enum! {
     /// The phone's radio state machine on the radio link.
     pub enum Rrc ("radio model", "lte, 3g or off") {
         /// No RRC model: the radio is always connected.
@@ -53,6 +95,15 @@ named_enum! {
 }
 
 impl Rrc {
+    /// The radio's promotion from idle (zero without a model).
+    pub fn promotion(self) -> std::time::Duration {
+        match self.config() {
+            RadioConfig::Off => std::time::Duration::ZERO,
+            RadioConfig::Lte(p) => p.promotion,
+            RadioConfig::Umts(p) => p.promotion,
+        }
+    }
+
     /// The link's radio model.
     pub fn config(self) -> RadioConfig {
         match self {
@@ -137,6 +188,15 @@ pub struct Config {
     pub hold_other_hosts_images: bool,
     /// Chromium loads of the Fig. 8 pages per variant (0: none).
     pub browser_runs: usize,
+    /// The Chromium arms: `cold` and what else (`cold` is always loaded:
+    /// every other arm is paired with it).
+    #[serde(default = "default_arms")]
+    pub arms: Vec<Arm>,
+    /// How many times slower Chromium's renderer runs than this machine's
+    /// CPU (`Emulation.setCPUThrottlingRate`), in every arm: 4 is a
+    /// mid-range phone (Lighthouse's mobile setting), 1 none.
+    #[serde(default = "default_cpu_slowdown")]
+    pub cpu_slowdown: f64,
     /// The Chromium binary.
     pub chromium: PathBuf,
     /// Keep every browser load's NetLog in the result folder.
@@ -169,11 +229,21 @@ impl Default for Config {
             images_with_document: false,
             hold_other_hosts_images: false,
             browser_runs: 5,
+            arms: default_arms(),
+            cpu_slowdown: default_cpu_slowdown(),
             chromium: PathBuf::from(mewa_chromium::DEFAULT_CHROMIUM),
             keep_netlogs: false,
             out: PathBuf::from("out/lab"),
         }
     }
+}
+
+fn default_arms() -> Vec<Arm> {
+    vec![Arm::Cold, Arm::Meh]
+}
+
+fn default_cpu_slowdown() -> f64 {
+    1.0
 }
 
 fn default_prior() -> u64 {
@@ -217,6 +287,19 @@ mod tests {
         assert_eq!("warm-first".parse::<Policy>(), Ok(Policy::WarmFirst));
         assert_eq!("3g".parse::<Rrc>(), Ok(Rrc::Umts));
         assert_eq!("fig8".parse::<BrowserPages>(), Ok(BrowserPages::Fig8));
+        assert_eq!("early-hints".parse::<Arm>(), Ok(Arm::EarlyHints));
+        let e = "warm".parse::<Arm>().expect_err("no such arm");
+        assert!(
+            e.to_string()
+                .contains("cold, predictor, early-hints, h3 or meh"),
+            "{e}"
+        );
+        // Cold always, first; each arm once, in one order.
+        assert_eq!(
+            arms_in_order(&[Arm::Meh, Arm::H3, Arm::Meh]),
+            [Arm::Cold, Arm::H3, Arm::Meh]
+        );
+        assert!(Arm::Predictor.is_peer() && !Arm::Meh.is_peer());
         let e = "5g".parse::<Rrc>().expect_err("no 5G model");
         assert!(e.to_string().contains("lte, 3g or off"), "{e}");
         // The report's setting line names them as before.

@@ -33,7 +33,9 @@ mod before_load;
 mod browser;
 mod config;
 mod edge;
+mod floor;
 mod pairs;
+mod peers;
 mod planner;
 mod record;
 mod report;
@@ -47,9 +49,14 @@ use mewa_corpus::{Corpus, Page};
 use mewa_link::runtime::LinkOptions;
 
 pub use before_load::TRACE_STRIDE_MS;
-pub use config::{BrowserPages, Config, Dispatch, Policy, Rrc};
+pub use config::{arms_in_order, Arm, BrowserPages, Config, Dispatch, Policy, Rrc};
+pub use floor::{floor_s, FloorInput};
 pub use pairs::{plan_bdp_bytes, PlanAssign, PULL_FLOOR_BYTES};
-pub use record::{BrowserRun, EdgeStart, MehRun, Record};
+pub use peers::{
+    arms_table, compare, compare_folders, page_table, summarise_arms, ArmsSummary, Comparison,
+    FolderComparison, Metric,
+};
+pub use record::{BrowserRun, EdgeStart, MehRun, Metrics, Record};
 pub use report::MehReport;
 pub use setup::{PlanRate, RadioLink, Setup};
 pub use summary::{fig8_pages, full_hint_bytes, summarise, MehPage, MehResult};
@@ -58,7 +65,7 @@ use crate::bed::{replay_groups, Bed, BedError, OriginSettings, CLIENT, EDGE};
 use crate::experiment::{
     at_least_one, needs_root, rtt_in_range, Experiment, ExperimentError, Run, Unit,
 };
-use browser::{browser_pair, Browsing, ProxyTls};
+use browser::{browser_set, Browsing, ProxyTls};
 use edge::start_edge;
 use mewa_report::{ReportError, ResultFolder};
 use pairs::{load_pair, Client};
@@ -96,6 +103,29 @@ impl Meh {
             }
             _ => fig8_pages(&self.corpus),
         }
+    }
+
+    /// Refuses an arm that cannot run on these pages: HTTP/3 needs
+    /// `https://` pages (QUIC is TLS only), and a recorded page served in
+    /// the clear has none.
+    fn check_arms(&self) -> Result<(), ExperimentError> {
+        if self.setup.arms.contains(&Arm::H3) {
+            if let Some(p) = self
+                .browser_pages()
+                .into_iter()
+                .find(|p| self.per_host && !p.main.starts_with("https://"))
+            {
+                return Err(ExperimentError::Config {
+                    field: "--arms",
+                    message: format!(
+                        "h3 needs pages served over https (QUIC is TLS only), and {} is {}: \
+                         leave h3 out for this corpus",
+                        p.name, p.main
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Chromium's runs per page and variant (0 when there are none).
@@ -145,7 +175,7 @@ impl Meh {
                 }
                 run.begin(&key);
                 let progress = &*run;
-                let records = browser_pair(
+                let records = browser_set(
                     browsing,
                     page,
                     r,
@@ -171,15 +201,26 @@ impl Experiment for Meh {
         at_least_one("--runs", config.runs)?;
         rtt_in_range("--radio-rtt", config.radio_rtt_ms)?;
         rtt_in_range("--wired-rtt", config.wired_rtt_ms)?;
+        if !(config.cpu_slowdown.is_finite() && (1.0..=20.0).contains(&config.cpu_slowdown)) {
+            return Err(ExperimentError::Config {
+                field: "--cpu-slowdown",
+                message: format!(
+                    "{} is not a slowdown between 1 (none) and 20 (4 is a mid-range phone)",
+                    config.cpu_slowdown
+                ),
+            });
+        }
         let corpus = config.corpus.load()?;
         let setup = Setup::resolve(config)?;
         let per_host = !replay_groups(&corpus).is_empty();
-        Ok(Meh {
+        let meh = Meh {
             config: config.clone(),
             corpus,
             setup,
             per_host,
-        })
+        };
+        meh.check_arms()?;
+        Ok(meh)
     }
 
     fn config(&self) -> &Config {
@@ -198,6 +239,27 @@ impl Experiment for Meh {
                 "skipping the browser runs: no Chromium at {} (apt-get install chromium, or --chromium PATH)",
                 self.config.chromium.display()
             );
+        }
+        if let Some((chromium, _)) = &self.setup.browser {
+            // 103 Early Hints are acted on from Chromium 103 on.
+            if self.setup.arms.contains(&Arm::EarlyHints) {
+                match mewa_chromium::major_version(chromium) {
+                    Some(v) if v >= 103 => {}
+                    found => {
+                        return Err(ExperimentError::Config {
+                            field: "--arms",
+                            message: format!(
+                                "early-hints needs a Chromium that acts on 103 Early Hints \
+                                 (103 or newer); {} is {}",
+                                chromium.display(),
+                                found.map_or("of an unknown version".into(), |v| format!(
+                                    "version {v}"
+                                ))
+                            ),
+                        })
+                    }
+                }
+            }
         }
         needs_root()
     }
@@ -220,7 +282,7 @@ impl Experiment for Meh {
                 units.push(Unit {
                     key: browser_key(r, &page.name),
                     what: format!("Chromium run {}/{n}, {}", r + 1, page.name),
-                    loads: 2,
+                    loads: self.setup.arms.len(),
                 });
             }
         }
@@ -309,6 +371,32 @@ impl Experiment for Meh {
         let path = dir.join("result.json");
         path.is_file().then(|| read_older(&path))
     }
+}
+
+/// The Chromium loads of a `mewa lab meh` result folder (its journal, or
+/// an older folder's `result.json`).
+pub fn browser_loads(dir: &Path) -> Result<Vec<BrowserRun>, ExperimentError> {
+    let records = if dir.join(mewa_report::journal::JOURNAL).is_file() {
+        mewa_report::Journal::<Record>::open(dir)?.into_records()
+    } else if let Some(r) = Meh::older_records(dir) {
+        r?
+    } else {
+        return Err(ExperimentError::Config {
+            field: "FOLDER",
+            message: format!(
+                "{} holds no result of `mewa lab meh` (no {} or result.json)",
+                dir.display(),
+                mewa_report::journal::JOURNAL
+            ),
+        });
+    };
+    Ok(records
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::Chromium(b) => Some(*b),
+            _ => None,
+        })
+        .collect())
 }
 
 /// The records of an older folder's `result.json` at `path`.

@@ -14,6 +14,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::config::Arm;
+
 /// One journal record.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -124,6 +126,76 @@ pub struct BrowserRun {
     /// without the hint): what the proxy's round-trip memory of later
     /// loads took from this one.
     pub handshake_ns: Option<u64>,
+    /// The arm (none in older folders: `meh` with the hint, `cold`
+    /// without; read it with [`BrowserRun::arm`]).
+    #[serde(default)]
+    pub arm: Option<Arm>,
+    /// The renderer's slowdown the load ran with (none: 1).
+    #[serde(default)]
+    pub cpu_slowdown: Option<f64>,
+    /// What the page showed and when ([`Metrics`]; none in older folders).
+    #[serde(default)]
+    pub metrics: Option<Metrics>,
+    /// What Chromium did before the document's response came: the proof
+    /// that an arm did what it claims (preconnects from the predictor,
+    /// preloads from 103 Early Hints).
+    #[serde(default)]
+    pub early: Option<mewa_chromium::EarlyActions>,
+    /// The origins Chromium's loading predictor had learned for the page's
+    /// host before the measured load (the `predictor` arm).
+    #[serde(default)]
+    pub predicted: Vec<String>,
+    /// The document's protocol as Chromium reports it (`h2`, `h3`).
+    #[serde(default)]
+    pub protocol: Option<String>,
+    /// The page's physical floor on this stretch of the trace, s
+    /// ([`super::floor`]).
+    #[serde(default)]
+    pub floor_s: Option<f64>,
+}
+
+impl BrowserRun {
+    /// The arm the load was made in.
+    pub fn arm(&self) -> Arm {
+        self.arm
+            .unwrap_or(if self.with_hint { Arm::Meh } else { Arm::Cold })
+    }
+
+    /// Whether the load is the hint's side (`with`: `meh`) or the cold
+    /// side (not `with`: `cold`) of the with/without tables.
+    pub fn is_side(&self, with: bool) -> bool {
+        self.arm() == if with { Arm::Meh } else { Arm::Cold }
+    }
+}
+
+/// What users of web-performance tools look at in one Chromium load,
+/// seconds from the navigation's start, and how much of the page came.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    /// First Contentful Paint.
+    pub fcp_s: Option<f64>,
+    /// Largest Contentful Paint.
+    pub lcp_s: Option<f64>,
+    /// The end of the load event (`loadEventEnd`): the page load time
+    /// browsers report.
+    pub onload_s: Option<f64>,
+    /// Speed Index: the mean time the page's visible content took to show
+    /// (from screenshots during the load).
+    pub speed_index_s: Option<f64>,
+    /// When the last visual change came.
+    pub visually_complete_s: Option<f64>,
+    /// Screenshots the visual figures were computed from.
+    pub frames: usize,
+    /// The page's objects that arrived, of `objects`: those the replayed
+    /// page never asks for (ad and tracking URLs with random parameters)
+    /// are coverage, not a failed load.
+    pub objects_arrived: usize,
+    /// The page's objects.
+    pub objects: usize,
+    /// The bytes of the objects that arrived, of `bytes`.
+    pub bytes_arrived: u64,
+    /// The page's bytes.
+    pub bytes: u64,
 }
 
 /// A testbed's start.

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use mewa_model::repro::meh;
 
 use super::config::Config;
+use super::peers;
 use super::record::BrowserRun;
 use super::setup::{PlanRate, RadioLink, Setup};
 use super::summary::MehResult;
@@ -79,7 +80,7 @@ fn browser_table(res: &MehResult) -> Table {
             let v: Vec<f64> = res
                 .browser
                 .iter()
-                .filter(|b| b.page == name && b.with_hint == with)
+                .filter(|b| b.page == name && b.is_side(with))
                 .filter_map(pick)
                 .collect();
             mewa_report::median(&v)
@@ -257,7 +258,7 @@ fn summary(res: &MehResult, setting: &str) -> String {
         let v: Vec<f64> = res
             .browser
             .iter()
-            .filter(|b| b.with_hint == with)
+            .filter(|b| b.is_side(with))
             .filter_map(|b| b.plt_s)
             .collect();
         mewa_report::median(&v)
@@ -478,6 +479,12 @@ impl Report for MehReport {
         if !self.result.browser.is_empty() {
             s.push_str(&browser_table(&self.result).to_text());
             s.push('\n');
+            s.push_str(
+                &peers::arms_detail_table(&self.result.browser, &self.result.arms).to_text(),
+            );
+            s.push('\n');
+            s.push_str(&peers::arms_table(&self.result.arms).to_text());
+            s.push('\n');
         }
         s.push_str(&summary(&self.result, &self.setting));
         s
@@ -487,6 +494,8 @@ impl Report for MehReport {
         vec![
             ("runs.csv", runs_table(&self.result)),
             ("pages.csv", pages_table(&self.result)),
+            ("browser.csv", peers::loads_table(&self.result.browser)),
+            ("arms.csv", peers::arms_table(&self.result.arms)),
         ]
     }
 
@@ -525,6 +534,26 @@ impl Report for MehReport {
             "## Headless Chromium through the local proxy\n\nPLT = from the start of the request for the page's URL to the last event of a request for one of its objects, in Chromium's NetLog (Chromium's own start-up requests and the favicon do not count). All asked = to the start of the page's last request.\n\n```\n{}```\n",
             browser_table(&self.result).to_text()
         );
+            let _ = writeln!(
+                md,
+                "## Chromium's arms\n\nEach arm's loads are paired with `cold` loads of the same page on the same stretch of the trace. Per page: the median of its paired changes with a bootstrap 95 % interval; over pages: the median of the pages' medians with a two-level bootstrap interval, the Wilcoxon signed-rank p-value over the pages' medians, and the pairs won. Best peer (lowest median PLT over pages without mewa): {}.\n\n```\n{}```\n\n```\n{}```\n",
+                self.result.arms.best_peer.map_or("-".into(), |a| a.to_string()),
+                peers::arms_detail_table(&self.result.browser, &self.result.arms).to_text(),
+                peers::arms_table(&self.result.arms).to_text()
+            );
+            for c in self.result.arms.comparisons.iter().filter(|c| {
+                c.b == super::config::Arm::Meh
+                    && matches!(c.metric, peers::Metric::Plt | peers::Metric::Lcp)
+            }) {
+                let _ = writeln!(
+                    md,
+                    "### {} per page: {} vs {}\n\n```\n{}```\n",
+                    c.metric.name(),
+                    c.b,
+                    c.a,
+                    peers::page_table(c).to_text()
+                );
+            }
             let errors: Vec<String> = self
                 .result
                 .browser
@@ -532,7 +561,7 @@ impl Report for MehReport {
                 .filter_map(|b| {
                     b.error
                         .as_ref()
-                        .map(|e| format!("- {} run {}: {e}", b.page, b.run))
+                        .map(|e| format!("- {} run {} {}: {e}", b.page, b.run, b.arm()))
                 })
                 .collect();
             if !errors.is_empty() {

@@ -116,6 +116,10 @@ pub struct Setup {
     /// in Chromium's netlog viewer or with
     /// [`mewa_chromium::netlog_times`]'s parser.
     pub keep_netlogs: bool,
+    /// Chromium's arms, `cold` first ([`super::config::arms_in_order`]).
+    pub arms: Vec<super::config::Arm>,
+    /// Chromium's renderer slowdown.
+    pub cpu_slowdown: f64,
 }
 
 impl Setup {
@@ -171,6 +175,8 @@ impl Setup {
             timeout: LOAD_TIMEOUT,
             browser,
             keep_netlogs: config.keep_netlogs,
+            arms: super::config::arms_in_order(&config.arms),
+            cpu_slowdown: config.cpu_slowdown,
         })
     }
 

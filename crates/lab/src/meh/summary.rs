@@ -74,6 +74,8 @@ pub struct MehResult {
     pub wired_rtts_ms: Vec<f64>,
     /// Chromium loads through the proxy (empty unless asked for).
     pub browser: Vec<BrowserRun>,
+    /// Chromium's arms compared ([`super::peers`]).
+    pub arms: super::peers::ArmsSummary,
 }
 
 /// The corpus pages closest in size to seed 000 Fig. 8's three (622 KB,
@@ -216,6 +218,7 @@ pub fn summarise(corpus: &Corpus, records: Vec<Record>) -> MehResult {
         },
         measured_wired_rtt_ms: wired_ms,
         wired_rtts_ms,
+        arms: super::peers::summarise_arms(&browser),
         browser,
         pages,
         runs,

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use mewa_lab::meh::{BrowserPages, Config, Dispatch, Meh, Policy, Rrc};
+use mewa_lab::meh::{Arm, BrowserPages, Config, Dispatch, Meh, Policy, Rrc};
 
 use super::args::{absolute, CorpusArgs, OriginArgs, RunArgs, TraceArgs};
 use crate::units;
@@ -121,9 +121,25 @@ pub struct MehArgs {
     /// Chromium binary for the browser runs [default: /usr/bin/chromium].
     #[arg(long)]
     chromium: Option<PathBuf>,
+    /// Chromium's arms, comma-separated: `cold` (a first visit: fresh
+    /// profile), `predictor` (a returning visitor: the same profile loaded
+    /// the page before, its HTTP cache, sockets and host cache cleared, its
+    /// loading predictor kept), `early-hints` (the origin answers the
+    /// document with 103 Early Hints: preconnect to the page's other hosts,
+    /// preload of its style sheets, scripts and fonts), `h3` (HTTP/3 to
+    /// every host) and `meh` (the hint through the local proxy). `cold` is
+    /// always loaded: every other arm is paired with it, on the same
+    /// stretch of the trace [default: cold,meh].
+    #[arg(long, value_delimiter = ',')]
+    arms: Option<Vec<Arm>>,
+    /// How many times slower Chromium's renderer runs than this machine
+    /// (DevTools CPU throttling), in every arm: 4 is a mid-range phone
+    /// (Lighthouse's mobile setting), 1 none [default: 1].
+    #[arg(long)]
+    cpu_slowdown: Option<f64>,
     /// Keep every browser load's Chromium NetLog (a few MB each) in the
-    /// result folder's chromium/, named PAGE-RUN-WITHHINT.netlog.json, to
-    /// see where a load's time goes (chrome://net-export viewer).
+    /// result folder's chromium/, named PAGE-RUN-ARM.netlog.json, to see
+    /// where a load's time goes (chrome://net-export viewer).
     #[arg(long)]
     keep_netlogs: bool,
 }
@@ -160,6 +176,10 @@ impl MehArgs {
             c.chromium = absolute(b)?;
         }
         c.keep_netlogs |= self.keep_netlogs;
+        if let Some(a) = &self.arms {
+            c.arms = a.clone();
+        }
+        c.cpu_slowdown = self.cpu_slowdown.unwrap_or(c.cpu_slowdown);
         c.out = self.run.out.clone().unwrap_or(c.out);
         Ok(c)
     }

@@ -13,6 +13,7 @@ mod accel;
 mod args;
 mod baseline;
 mod cellular;
+mod compare;
 mod fld;
 mod iw;
 mod load;
@@ -97,10 +98,21 @@ pub(crate) enum LabSub {
     /// meta.json, table2.csv (seed 003 Table 2 beside ours), knobs.csv,
     /// fix.csv, runs.csv, report.md, cwnd-*.svg.
     Cellular(cellular::CellularArgs),
+    /// Two `mewa lab meh` result folders compared: for every Chromium arm
+    /// both have, the second folder's loads against the first's, paired by
+    /// page and run (the same stretch of the trace when both ran it), on
+    /// PLT, onload, FCP, LCP and Speed Index: the median change over pages
+    /// with a bootstrap 95 % interval, the Wilcoxon signed-rank p-value and
+    /// the pairs won. No root needed.
+    Compare(compare::CompareArgs),
 }
 
 /// Runs `mewa lab …`.
 pub fn run(cmd: LabCmd) -> anyhow::Result<()> {
+    if let LabSub::Compare(a) = &cmd.cmd {
+        // Reads two folders: no testbed, no root.
+        return a.run();
+    }
     namespaces_cleaned_up()?;
     match cmd.cmd {
         LabSub::Baseline(a) => a.run(),
@@ -111,6 +123,7 @@ pub fn run(cmd: LabCmd) -> anyhow::Result<()> {
         LabSub::Iw(a) => a.run(),
         LabSub::Accel(a) => a.run(),
         LabSub::Cellular(a) => a.run(),
+        LabSub::Compare(a) => a.run(),
     }
 }
 
