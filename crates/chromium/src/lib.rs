@@ -25,6 +25,7 @@
 //! - [`profile`]: fresh profile directories.
 //! - [`session`]: a browsing session and its loads' onload times.
 //! - [`netlog`] and [`arrival`]: what a NetLog says a load brought.
+//! - [`visual`]: visual progress and Speed Index from screencast frames.
 
 pub mod arrival;
 pub mod cdp;
@@ -34,6 +35,7 @@ pub mod measure;
 pub mod netlog;
 pub mod profile;
 pub mod session;
+pub mod visual;
 
 use std::path::PathBuf;
 
@@ -52,6 +54,7 @@ pub use netlog::{
 };
 pub use profile::{Profile, ProfileError};
 pub use session::{onload_from_evaluate, BrowserLoad, ChromiumSession};
+pub use visual::{speed_index, ScreencastFrame, VisualMetrics};
 
 /// Why Chromium could not be started or driven.
 #[derive(Debug, thiserror::Error)]
