@@ -299,6 +299,7 @@ impl Bed {
             quic_congestion: None,
             cert_groups: groups,
             iw: origin.iw.clone(),
+            early_hints: None,
         };
         let ca_cert = origin.ca_dir.join(mewa_origin::tls::CA_CERT);
         let corpus = corpus.clone();
