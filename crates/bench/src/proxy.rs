@@ -234,6 +234,7 @@ pub fn run(b: ProxyBench) -> crate::Result<()> {
                 quic_congestion: None,
                 cert_groups: Vec::new(),
                 iw: None,
+                early_hints: None,
             },
         )
         .context("origin")?;

@@ -302,6 +302,7 @@ impl Bed {
             quic_congestion: None,
             cert_groups: groups,
             iw: origin.iw.clone(),
+            early_hints: None,
         };
         let ca_cert = origin.ca_dir.join(mewa_origin::tls::CA_CERT);
         let early_hints = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -260,6 +260,7 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
                 _ => mewa_cc_bpf::IW.into(),
             },
         }),
+        early_hints: None,
     };
     mewa_origin::run_until_ctrl_c(&corpus, config, |o| {
         let s = o.store();

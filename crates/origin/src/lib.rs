@@ -17,6 +17,8 @@
 //! - [`respond`]: the pure request → response function (virtual hosts,
 //!   methods, conditional requests, traversal checks), shared by all HTTP
 //!   versions.
+//! - [`early_hints`]: `103 Early Hints` for a page's document (the links
+//!   a CDN would send, from the page), served over HTTP/2 behind a switch.
 //! - [`tls`]: the local test CA (created once, reused) and the leaf
 //!   certificate for every corpus host.
 //! - [`tcp`]: listener sockets with a per-socket TCP congestion control,
@@ -32,6 +34,7 @@
 //!
 //! docs/ORIGIN.md describes what is served and how to trust the certificates.
 
+pub mod early_hints;
 pub mod h2;
 pub mod headguard;
 pub mod iw;
@@ -44,6 +47,7 @@ pub mod tls;
 
 mod h3srv;
 
+pub use early_hints::{early_hints, EarlyHints, EarlyHintsTable};
 pub use iw::IwPolicy;
 pub use quic_cc::{QuicCc, QuicCcError, QuicCongestion};
 pub use respond::{respond, HttpOptions};

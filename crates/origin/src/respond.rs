@@ -147,7 +147,7 @@ pub fn think_time<B>(store: &Store, req: &Request<B>, opts: &HttpOptions) -> Dur
 
 /// The host the request names: `:authority` (HTTP/2, HTTP/3, absolute-form
 /// HTTP/1.1) or else `Host`, without port, normalized.
-fn request_host<B>(req: &Request<B>) -> Option<String> {
+pub(crate) fn request_host<B>(req: &Request<B>) -> Option<String> {
     let raw = match req.uri().authority() {
         Some(a) => a.host().to_owned(),
         None => {

@@ -19,6 +19,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
+use crate::early_hints::EarlyHintsTable;
 use crate::headguard::HeadGuard;
 use crate::iw::{with_grant, ConnWindow, IwPolicy, Window};
 use crate::respond::{respond, think_time, HttpOptions};
@@ -60,6 +61,14 @@ pub struct OriginConfig {
     /// `None` ignores the header. Over TCP this needs mewa's BPF controls
     /// registered (`mewa cc load`) and the privileges to reach their map.
     pub iw: Option<IwPolicy>,
+    /// `103 Early Hints` for the documents of the table
+    /// ([`EarlyHintsTable::from_corpus`]), sent over HTTP/2 only (not over
+    /// HTTP/1.1 or HTTP/3: [`crate::early_hints`] says why) while the
+    /// table's switch is on. The table starts off; the caller keeps a clone
+    /// and turns it on and off between loads
+    /// ([`EarlyHintsTable::set_enabled`]), without restarting the origin.
+    /// `None`: never sent.
+    pub early_hints: Option<EarlyHintsTable>,
 }
 
 impl std::fmt::Debug for OriginConfig {
@@ -76,6 +85,10 @@ impl std::fmt::Debug for OriginConfig {
                 &self.quic_congestion.as_ref().map(|_| "ControllerFactory"),
             )
             .field("iw", &self.iw)
+            .field(
+                "early_hints",
+                &self.early_hints.as_ref().map(|t| (t.len(), t.is_enabled())),
+            )
             .finish()
     }
 }
@@ -123,6 +136,8 @@ struct Ctx {
     h2: crate::h2::Config,
     /// The initial-window policy and, for TCP, the BPF storage.
     iw: Option<(Arc<IwPolicy>, Option<Arc<mewa_cc_bpf::IwStore>>)>,
+    /// Early hints for HTTP/2 ([`OriginConfig::early_hints`]).
+    early_hints: Option<EarlyHintsTable>,
 }
 
 /// A bound origin; [`Origin::serve`] runs it.
@@ -253,6 +268,7 @@ impl Origin {
                 h1,
                 h2,
                 iw,
+                early_hints: config.early_hints,
             }),
             plain,
             tls,
@@ -492,10 +508,17 @@ async fn serve_h2<I>(io: I, scheme: Scheme, ctx: &Ctx, window: Window)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    crate::h2::serve_connection(
+    crate::h2::serve_connection_with_hints(
         io,
         ctx.h2.clone(),
         |req| think_time(&ctx.store, req, &ctx.http),
+        // Asked when the request is decoded: the 103 goes before the think
+        // time.
+        |req| {
+            ctx.early_hints
+                .as_ref()
+                .and_then(|t| t.for_request(req, scheme))
+        },
         // Called when the answer is due, before any of its bytes.
         |req| with_grant(&window, req, respond(&ctx.store, scheme, req, &ctx.http)),
     )

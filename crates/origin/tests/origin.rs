@@ -1,6 +1,6 @@
 //! Loopback tests of the origin: every HTTP version against a small generated
-//! corpus, byte-exact bodies, headers, 304s, errors, hostile input, and h2spec
-//! when it is installed.
+//! corpus, byte-exact bodies, headers, 304s, errors, hostile input, 103 Early
+//! Hints as nghttp reads them, and h2spec when it is installed.
 
 // Helpers fail the test that calls them, like an unwrap in the test would.
 #![allow(clippy::unwrap_used)]
@@ -974,5 +974,224 @@ async fn connections_are_capped_per_source() {
     // A slot is free again: a request is answered.
     still_serves(r.plain, &c).await;
     drop(b);
+    r.stop().await;
+}
+
+/// A tiny page for early hints: a document on `www.eh.example` with a style
+/// sheet of its own host, a script and a style sheet on `cdn.eh.example`,
+/// a font (from that style sheet) on `fonts.eh.example` and an image on
+/// `img.eh.example`.
+fn early_hints_corpus() -> Corpus {
+    use mewa_corpus::{Discovery, Object, Page, Provenance};
+    let o = |id: u32, host: &str, path: &str, ct: &str, size: u64, parent: Option<u32>, d| Object {
+        id,
+        host: host.into(),
+        path: path.into(),
+        size,
+        content_type: ct.into(),
+        parent,
+        discovery: d,
+        compute_ms: 0,
+        status: None,
+        think_ms: 0,
+        recorded_size: None,
+    };
+    let page = Page {
+        name: "eh".into(),
+        main: "https://www.eh.example/".into(),
+        objects: vec![
+            o(
+                0,
+                "www.eh.example",
+                "/",
+                "text/html",
+                4000,
+                None,
+                Discovery::Html,
+            ),
+            o(
+                1,
+                "www.eh.example",
+                "/a.css",
+                "text/css",
+                500,
+                Some(0),
+                Discovery::Html,
+            ),
+            o(
+                2,
+                "cdn.eh.example",
+                "/lib.js",
+                "text/javascript",
+                500,
+                Some(0),
+                Discovery::Html,
+            ),
+            o(
+                3,
+                "cdn.eh.example",
+                "/b.css",
+                "text/css",
+                1000,
+                Some(0),
+                Discovery::Html,
+            ),
+            o(
+                4,
+                "fonts.eh.example",
+                "/f.woff2",
+                "font/woff2",
+                300,
+                Some(3),
+                Discovery::Css,
+            ),
+            o(
+                5,
+                "img.eh.example",
+                "/i.png",
+                "image/png",
+                300,
+                Some(0),
+                Discovery::Html,
+            ),
+        ],
+        shared_connections: Vec::new(),
+    };
+    let c = Corpus {
+        name: "eh".into(),
+        provenance: Provenance::Imported {
+            sources: Vec::new(),
+        },
+        pages: vec![page],
+    };
+    c.validate().unwrap();
+    c
+}
+
+/// nghttp (nghttp2's client), which prints every header field it
+/// receives, interim responses included; `None` after skipping the test.
+fn nghttp_or_skip() -> Option<PathBuf> {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain([PathBuf::from("/usr/bin")])
+        .map(|d| d.join("nghttp"))
+        .find(|p| p.is_file());
+    if found.is_none() {
+        mewa_testkit::skip(
+            "nghttp not found on PATH or in /usr/bin (apt-get install nghttp2-client)",
+        );
+    }
+    found
+}
+
+/// The header fields nghttp received on its request streams, in order
+/// (`name: value`), from its verbose output; fails the test if nghttp did
+/// not finish.
+async fn nghttp_fields(bin: &PathBuf, url: &str, authority: &str) -> Vec<String> {
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::process::Command::new(bin)
+            .args(["-nv", "-y", "-t", "10"])
+            .arg(format!("-H:authority: {authority}"))
+            .arg(url)
+            .output(),
+    )
+    .await
+    .expect("nghttp within 30 s")
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "nghttp failed:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.lines()
+        .filter_map(|l| {
+            let (_, rest) = l.split_once("] recv (stream_id=")?;
+            let (_, field) = rest.split_once(") ")?;
+            Some(field.to_string())
+        })
+        .collect()
+}
+
+/// With early hints on, a GET of the document over HTTP/2 gets a 103 with
+/// the page's `link` fields before its 200, over TLS (`https` links) and
+/// h2c (`http` links), as a real client (nghttp) reads it; switched off
+/// on the same running origin, no 103. HTTP/1.1 never gets one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn early_hints_precede_the_document_over_h2_while_switched_on() {
+    let Some(bin) = nghttp_or_skip() else {
+        return;
+    };
+    let c = early_hints_corpus();
+    let table = mewa_origin::EarlyHintsTable::from_corpus(&c);
+    let cfg = OriginConfig {
+        early_hints: Some(table.clone()),
+        ..config("early-hints")
+    };
+    let r = start(&c, cfg).await;
+    let host = "www.eh.example";
+    let hints = mewa_origin::early_hints(&c.pages[0]);
+    assert_eq!(hints.links.len(), 7, "{hints:?}");
+    table.set_enabled(true);
+    for (url, scheme) in [
+        (
+            format!("https://127.0.0.1:{}/", r.tls.port()),
+            Scheme::Https,
+        ),
+        (
+            format!("http://127.0.0.1:{}/", r.plain.port()),
+            Scheme::Http,
+        ),
+    ] {
+        let fields = nghttp_fields(&bin, &url, host).await;
+        let at = |f: &str| fields.iter().position(|x| x == f);
+        let early = at(":status: 103").unwrap_or_else(|| panic!("no 103 from {url}: {fields:?}"));
+        let fin = at(":status: 200").unwrap_or_else(|| panic!("no 200 from {url}: {fields:?}"));
+        assert!(early < fin, "{fields:?}");
+        let links: Vec<String> = fields[early + 1..fin]
+            .iter()
+            .filter_map(|f| f.strip_prefix("link: "))
+            .map(str::to_string)
+            .collect();
+        let want = hints.values(scheme);
+        assert_eq!(links, want, "{url}");
+        let s = scheme.as_str();
+        assert!(want.contains(&format!("<{s}://cdn.eh.example>; rel=preconnect")));
+        assert!(want.contains(&format!(
+            "<{s}://fonts.eh.example>; rel=preconnect; crossorigin"
+        )));
+        assert!(want.contains(&format!(
+            "<{s}://fonts.eh.example/f.woff2>; rel=preload; as=font; crossorigin"
+        )));
+        assert!(want.contains(&format!(
+            "<{s}://www.eh.example/a.css>; rel=preload; as=style"
+        )));
+        assert!(!want.iter().any(|v| v.contains("i.png")));
+        // An object that is not a document gets no 103.
+        let css = nghttp_fields(&bin, &format!("{url}a.css"), host).await;
+        assert!(!css.iter().any(|f| f == ":status: 103"), "{css:?}");
+        assert!(css.iter().any(|f| f == ":status: 200"), "{css:?}");
+    }
+    // HTTP/1.1: no interim response, the 200 first.
+    let mut s = TcpStream::connect(r.plain).await.unwrap();
+    s.write_all(format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = vec![0u8; 16];
+    s.read_exact(&mut head).await.unwrap();
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    // Switched off while the origin runs: no 103.
+    table.set_enabled(false);
+    let url = format!("https://127.0.0.1:{}/", r.tls.port());
+    let fields = nghttp_fields(&bin, &url, host).await;
+    assert!(!fields.iter().any(|f| f == ":status: 103"), "{fields:?}");
+    assert!(fields.iter().any(|f| f == ":status: 200"), "{fields:?}");
     r.stop().await;
 }

@@ -30,6 +30,7 @@ pub fn origin_config(ca_dir: PathBuf) -> OriginConfig {
         quic_congestion: None,
         cert_groups: Vec::new(),
         iw: None,
+        early_hints: None,
     }
 }
 

@@ -209,6 +209,9 @@ pub struct Connection {
     ready: VecDeque<Ready>,
     peer_window: i64,
     peer_max_frame: usize,
+    /// The client's SETTINGS_MAX_HEADER_LIST_SIZE, if it announced one
+    /// (heeded for interim responses, [`Connection::inform`]).
+    peer_max_header_list: Option<u32>,
     conn_window: i64,
     peer_goaway: bool,
     /// Streams the client reset ([`Config::max_peer_resets`]).
@@ -263,6 +266,7 @@ impl Connection {
             ready: VecDeque::new(),
             peer_window: frame::DEFAULT_WINDOW,
             peer_max_frame: frame::DEFAULT_MAX_FRAME as usize,
+            peer_max_header_list: None,
             conn_window: frame::DEFAULT_WINDOW,
             peer_goaway: false,
             peer_resets: 0,
@@ -329,8 +333,53 @@ impl Connection {
         }
         let mut block = Vec::with_capacity(256);
         hpack::encode_response(parts.status, &parts.headers, &mut block);
-        let end = if body.is_empty() { flag::END_STREAM } else { 0 };
-        // A head larger than one frame continues in CONTINUATION frames.
+        self.put_block(stream, &block, body.is_empty());
+        if body.is_empty() {
+            self.finish_stream(stream);
+        } else if let Some(s) = self.streams.get_mut(&stream) {
+            s.send = Send::Body { body, pos: 0 };
+        }
+    }
+
+    /// Sends an interim response on `stream` (`103 Early Hints`, RFC 8297):
+    /// a HEADERS frame without END_STREAM, after which the stream still
+    /// waits for [`Connection::respond`]. RFC 9113 §8.1: a response is
+    /// "zero or more HEADERS frames ... containing the message headers of
+    /// informational (1xx) HTTP responses" before the final one; the
+    /// stream's state does not change (it stays open, or half-closed
+    /// (remote)). Returns whether it was queued: not for a status other
+    /// than 1xx or for 101 (RFC 9113 §8.6: no Upgrade in HTTP/2), not once
+    /// the response has started or the stream is gone, and not when its
+    /// fields exceed the `SETTINGS_MAX_HEADER_LIST_SIZE` the client
+    /// announced (an interim response is optional; one the client refuses
+    /// could cost the stream).
+    pub fn inform(&mut self, stream: u32, status: StatusCode, headers: &HeaderMap) -> bool {
+        if !status.is_informational() || status == StatusCode::SWITCHING_PROTOCOLS {
+            return false;
+        }
+        if !self.is_waiting(stream) {
+            return false;
+        }
+        if let Some(max) = self.peer_max_header_list {
+            // RFC 9113 §6.5.2: name + value + 32 per field, `:status` too.
+            let size = headers.iter().fold(":status".len() + 3 + 32, |n, (k, v)| {
+                n.saturating_add(k.as_str().len() + v.len() + 32)
+            });
+            if size > max as usize {
+                return false;
+            }
+        }
+        let mut block = Vec::with_capacity(256);
+        hpack::encode_response(status, headers, &mut block);
+        self.put_block(stream, &block, false);
+        true
+    }
+
+    /// Queues a header block on `stream`: a HEADERS frame, continued in
+    /// CONTINUATION frames when larger than the peer's frame size;
+    /// END_STREAM on the HEADERS frame if `end`.
+    fn put_block(&mut self, stream: u32, block: &[u8], end: bool) {
+        let end = if end { flag::END_STREAM } else { 0 };
         let max = self.peer_max_frame;
         let mut chunks = block.chunks(max).peekable();
         let mut first = true;
@@ -354,11 +403,6 @@ impl Connection {
                 end | flag::END_HEADERS,
                 stream,
             );
-        }
-        if body.is_empty() {
-            self.finish_stream(stream);
-        } else if let Some(s) = self.streams.get_mut(&stream) {
-            s.send = Send::Body { body, pos: 0 };
         }
     }
 
@@ -914,9 +958,12 @@ impl Connection {
                     }
                     self.peer_max_frame = v as usize;
                 }
+                setting::MAX_HEADER_LIST_SIZE => self.peer_max_header_list = Some(v),
                 // Our encoder keeps no dynamic table, so the peer's table
                 // size does not matter; the other settings concern what we
-                // would initiate (push, streams) or send (header lists).
+                // would initiate (push, streams). Final response heads are
+                // sent whatever the header list size: they are the
+                // corpus's own, a few hundred bytes.
                 _ => {}
             }
         }
@@ -1316,6 +1363,166 @@ mod tests {
             vec![(1, 16384, false), (1, 16384, false), (1, 7232, true)]
         );
         assert_eq!(p.conn.open_streams(), 0);
+    }
+
+    fn links(values: &[&str]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append(
+                http::header::LINK,
+                HeaderValue::from_str(v).expect("a field value"),
+            );
+        }
+        h
+    }
+
+    /// The fields of a header block sent whole in HEADERS + CONTINUATIONs.
+    fn fields_of(frames: &[&Got]) -> Vec<(String, String)> {
+        let block: Vec<u8> = frames.iter().flat_map(|g| g.payload.clone()).collect();
+        let f = hpack::Decoder::new(4096)
+            .decode(&block, 1 << 20)
+            .expect("valid block");
+        f.list
+            .into_iter()
+            .map(|(n, v)| {
+                (
+                    String::from_utf8_lossy(&n).into_owned(),
+                    String::from_utf8_lossy(&v).into_owned(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_early_hints_head_precedes_the_response_and_keeps_the_stream_open() {
+        let mut p = Peer::new(Config::default(), &[]);
+        p.get("/", 1, &[]);
+        let r = p.conn.next_request().expect("a request");
+        let hints = links(&[
+            "<https://cdn.example>; rel=preconnect",
+            "<https://a.example/a.css>; rel=preload; as=style",
+        ]);
+        assert!(p.conn.inform(r.stream, StatusCode::EARLY_HINTS, &hints));
+        // The stream still waits for its response.
+        assert!(p.conn.is_waiting(1));
+        let frames = p.output(1 << 20);
+        let heads: Vec<&Got> = frames
+            .iter()
+            .filter(|g| g.head.kind == kind::HEADERS)
+            .collect();
+        assert_eq!(heads.len(), 1);
+        assert_eq!(heads[0].head.stream, 1);
+        assert!(heads[0].head.has(flag::END_HEADERS));
+        assert!(!heads[0].head.has(flag::END_STREAM));
+        assert_eq!(
+            fields_of(&heads),
+            vec![
+                (":status".into(), "103".into()),
+                (
+                    "link".into(),
+                    "<https://cdn.example>; rel=preconnect".into()
+                ),
+                (
+                    "link".into(),
+                    "<https://a.example/a.css>; rel=preload; as=style".into()
+                ),
+            ]
+        );
+        p.conn
+            .respond(1, Response::new(Bytes::from(vec![7u8; 100])));
+        let frames = p.output(1 << 20);
+        let h = frames
+            .iter()
+            .find(|g| g.head.kind == kind::HEADERS)
+            .expect("the response");
+        assert_eq!(fields_of(&[h])[0], (":status".into(), "200".into()));
+        assert_eq!(data_of(&frames), vec![(1, 100, true)]);
+        assert_eq!(p.conn.open_streams(), 0);
+        // An empty final response ends the stream on its HEADERS.
+        p.get("/", 3, &[]);
+        assert!(p.conn.inform(3, StatusCode::EARLY_HINTS, &hints));
+        p.conn.respond(3, Response::new(Bytes::new()));
+        let frames = p.output(1 << 20);
+        let ends: Vec<bool> = frames
+            .iter()
+            .filter(|g| g.head.kind == kind::HEADERS)
+            .map(|g| g.head.has(flag::END_STREAM))
+            .collect();
+        assert_eq!(ends, vec![false, true]);
+        assert!(!p.conn.is_done());
+    }
+
+    #[test]
+    fn interim_heads_are_refused_when_they_cannot_be_sent() {
+        let hints = links(&["</a.css>; rel=preload; as=style"]);
+        let mut p = Peer::new(Config::default(), &[]);
+        p.get("/", 1, &[]);
+        // Not informational, or 101 (no Upgrade in HTTP/2).
+        assert!(!p.conn.inform(1, StatusCode::OK, &hints));
+        assert!(!p.conn.inform(1, StatusCode::SWITCHING_PROTOCOLS, &hints));
+        // Never opened, or already answered.
+        assert!(!p.conn.inform(7, StatusCode::EARLY_HINTS, &hints));
+        p.answer_all(10);
+        assert!(!p.conn.inform(1, StatusCode::EARLY_HINTS, &hints));
+        // Reset by the client meanwhile.
+        p.get("/", 3, &[]);
+        frame::put_rst(&mut p.inbuf, 3, Reason::Cancel);
+        p.flush();
+        assert!(!p.conn.inform(3, StatusCode::EARLY_HINTS, &hints));
+        let frames = p.output(1 << 20);
+        let statuses: Vec<String> = frames
+            .iter()
+            .filter(|g| g.head.kind == kind::HEADERS)
+            .map(|g| fields_of(&[g])[0].1.clone())
+            .collect();
+        assert_eq!(statuses, vec!["200"]);
+        // Above the client's SETTINGS_MAX_HEADER_LIST_SIZE: not sent, and
+        // the response still is.
+        let mut p = Peer::new(Config::default(), &[(setting::MAX_HEADER_LIST_SIZE, 100)]);
+        p.get("/", 1, &[]);
+        assert!(!p.conn.inform(1, StatusCode::EARLY_HINTS, &hints));
+        assert_eq!(p.answer_all(10), vec![1]);
+        assert_eq!(status_of(&p.output(1 << 20)), "200");
+    }
+
+    #[test]
+    fn a_large_early_hints_head_continues_in_continuation_frames() {
+        let mut p = Peer::new(Config::default(), &[]);
+        p.get("/", 1, &[]);
+        let long: Vec<String> = (0..30)
+            .map(|i| {
+                format!(
+                    "<https://a.example/{i}/{}>; rel=preload; as=script",
+                    "x".repeat(900)
+                )
+            })
+            .collect();
+        let refs: Vec<&str> = long.iter().map(String::as_str).collect();
+        assert!(p.conn.inform(1, StatusCode::EARLY_HINTS, &links(&refs)));
+        p.answer_all(10);
+        let frames = p.output(1 << 20);
+        let block: Vec<&Got> = frames
+            .iter()
+            .filter(|g| matches!(g.head.kind, kind::HEADERS | kind::CONTINUATION))
+            .collect();
+        // 103: HEADERS (no END_HEADERS, no END_STREAM) + CONTINUATION,
+        // then the 200's HEADERS.
+        assert_eq!(
+            block.len(),
+            3,
+            "{:?}",
+            block.iter().map(|g| g.head).collect::<Vec<_>>()
+        );
+        assert_eq!(block[0].head.kind, kind::HEADERS);
+        assert!(!block[0].head.has(flag::END_HEADERS) && !block[0].head.has(flag::END_STREAM));
+        assert_eq!(block[1].head.kind, kind::CONTINUATION);
+        assert!(block[1].head.has(flag::END_HEADERS));
+        let hints = fields_of(&block[..2]);
+        assert_eq!(hints.len(), 31);
+        assert_eq!(hints[0].1, "103");
+        assert_eq!(hints[30].1, long[29]);
+        assert_eq!(block[2].head.kind, kind::HEADERS);
+        assert_eq!(fields_of(&block[2..])[0].1, "200");
     }
 
     #[test]

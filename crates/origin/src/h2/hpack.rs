@@ -670,6 +670,46 @@ mod tests {
         }
     }
 
+    /// A 103's `:status` is not in the static table: a literal with the
+    /// indexed name `:status` (8), never added to a table, so the final
+    /// response after it decodes the same; `link` fields keep their order.
+    #[test]
+    fn early_hints_head_encodes_without_touching_the_table() {
+        let mut h = HeaderMap::new();
+        h.append(
+            "link",
+            HeaderValue::from_static("<https://b.example>; rel=preconnect"),
+        );
+        h.append(
+            "link",
+            HeaderValue::from_static("<https://a.example/a.css>; rel=preload; as=style"),
+        );
+        let mut out = Vec::new();
+        encode_response(StatusCode::EARLY_HINTS, &h, &mut out);
+        // 0000 1000 (literal without indexing, name index 8), then "103".
+        assert_eq!(&out[..5], &[0x08, 3, b'1', b'0', b'3']);
+        // `link` is static entry 45: 0000 1111, then 45 - 15.
+        assert_eq!(&out[5..7], &[0x0f, 30]);
+        let mut d = Decoder::new(4096);
+        let got = strs(&d.decode(&out, 1 << 14).expect("valid HPACK"));
+        assert_eq!(
+            got,
+            vec![
+                (":status".into(), "103".into()),
+                ("link".into(), "<https://b.example>; rel=preconnect".into()),
+                (
+                    "link".into(),
+                    "<https://a.example/a.css>; rel=preload; as=style".into()
+                ),
+            ]
+        );
+        assert!(d.table.is_empty());
+        let mut fin = Vec::new();
+        encode_response(StatusCode::OK, &HeaderMap::new(), &mut fin);
+        let got = strs(&d.decode(&fin, 1 << 14).expect("valid HPACK"));
+        assert_eq!(got, vec![(":status".into(), "200".into())]);
+    }
+
     #[test]
     fn decode_stops_keeping_fields_past_the_limit() {
         let mut h = HeaderMap::new();

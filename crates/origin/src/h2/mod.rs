@@ -12,7 +12,8 @@
 //! - [`frame`]: frame layout and writers.
 //! - [`hpack`]: response header encoding; bounded request decoding.
 //! - [`conn`]: the connection state machine, without I/O.
-//! - [`serve_connection`]: the tokio runtime around it.
+//! - [`serve_connection`]: the tokio runtime around it
+//!   ([`serve_connection_with_hints`] also sends `103 Early Hints`).
 
 pub mod conn;
 pub mod frame;
@@ -41,10 +42,30 @@ const READ_CHUNK: usize = 32 * 1024;
 /// arrive within [`Config::preface_timeout`]. `answer` makes each
 /// response; `think` says how long after its request arrived each answer
 /// is made (emulated server processing time; zero answers at once).
-pub async fn serve_connection<IO, T, F>(io: IO, cfg: Config, mut think: T, mut answer: F)
+pub async fn serve_connection<IO, T, F>(io: IO, cfg: Config, think: T, answer: F)
 where
     IO: AsyncRead + AsyncWrite + Unpin,
     T: FnMut(&Request<()>) -> Duration,
+    F: FnMut(&Request<()>) -> Response<Bytes>,
+{
+    serve_connection_with_hints(io, cfg, think, |_| None, answer).await;
+}
+
+/// [`serve_connection`] with `103 Early Hints` (RFC 8297): `hints` is
+/// asked once per request as soon as it is decoded, and fields it returns
+/// go out at once as a `103` interim response ([`Connection::inform`]),
+/// before the think time, as a CDN answers from its cache while the
+/// origin works; the response follows when due.
+pub async fn serve_connection_with_hints<IO, T, H, F>(
+    io: IO,
+    cfg: Config,
+    mut think: T,
+    mut hints: H,
+    mut answer: F,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin,
+    T: FnMut(&Request<()>) -> Duration,
+    H: FnMut(&Request<()>) -> Option<http::HeaderMap>,
     F: FnMut(&Request<()>) -> Response<Bytes>,
 {
     let (mut rd, mut wr) = tokio::io::split(io);
@@ -73,6 +94,9 @@ where
             delayed.retain(|d| conn.is_waiting(d.1.stream));
         }
         while let Some(r) = conn.next_request() {
+            if let Some(fields) = hints(&r.request) {
+                conn.inform(r.stream, http::StatusCode::EARLY_HINTS, &fields);
+            }
             let wait = think(&r.request);
             if wait.is_zero() {
                 let resp = answer(&r.request);
@@ -241,6 +265,80 @@ mod tests {
             _ = drain => true,
             () = tokio::time::sleep(limit) => false,
         }
+    }
+
+    /// Reads one frame: its header and payload.
+    async fn read_frame(c: &mut tokio::io::DuplexStream) -> (frame::Head, Vec<u8>) {
+        let mut h = [0u8; frame::HEADER_LEN];
+        c.read_exact(&mut h).await.unwrap();
+        let head = frame::Head::parse(&h).unwrap();
+        let mut p = vec![0u8; head.len];
+        c.read_exact(&mut p).await.unwrap();
+        (head, p)
+    }
+
+    /// The 103 goes out when the request is decoded; the response an hour
+    /// of (virtual) think time later, on the same stream.
+    #[tokio::test(start_paused = true)]
+    async fn early_hints_go_out_before_the_think_time() {
+        let (mut c, server) = tokio::io::duplex(1 << 16);
+        let _task = tokio::spawn(serve_connection_with_hints(
+            server,
+            Config::default(),
+            |_| Duration::from_secs(3600),
+            |r| {
+                (r.uri().path() == "/").then(|| {
+                    let mut h = http::HeaderMap::new();
+                    h.append(
+                        http::header::LINK,
+                        http::HeaderValue::from_static("</a.css>; rel=preload; as=style"),
+                    );
+                    h
+                })
+            },
+            |_| Response::new(Bytes::from_static(b"doc")),
+        ));
+        let mut b = preface();
+        let block = get_block();
+        frame::put_head(
+            &mut b,
+            block.len(),
+            kind::HEADERS,
+            flag::END_HEADERS | flag::END_STREAM,
+            1,
+        );
+        b.put_slice(&block);
+        c.write_all(&b).await.unwrap();
+        let start = Instant::now();
+        let mut heads = Vec::new();
+        loop {
+            let (h, p) = read_frame(&mut c).await;
+            if h.stream != 1 {
+                continue;
+            }
+            if h.kind == kind::HEADERS {
+                let f = hpack::Decoder::new(4096).decode(&p, 1 << 14).unwrap();
+                heads.push((f.list, h.has(flag::END_STREAM), start.elapsed()));
+            }
+            if h.kind == kind::DATA && h.has(flag::END_STREAM) {
+                break;
+            }
+        }
+        assert_eq!(heads.len(), 2, "{heads:?}");
+        let (hints, end, at) = &heads[0];
+        assert_eq!(hints[0], (b":status".to_vec(), b"103".to_vec()));
+        assert_eq!(
+            hints[1],
+            (
+                b"link".to_vec(),
+                b"</a.css>; rel=preload; as=style".to_vec()
+            )
+        );
+        assert!(!end, "a 103 does not end the stream");
+        assert!(*at < Duration::from_secs(1), "103 after {at:?}");
+        let (fin, _, at) = &heads[1];
+        assert_eq!(fin[0], (b":status".to_vec(), b"200".to_vec()));
+        assert!(*at >= Duration::from_secs(3600), "response after {at:?}");
     }
 
     #[tokio::test]
