@@ -47,7 +47,7 @@ pub use command::{
     CHROMIUM_FLAGS, DEFAULT_CHROMIUM,
 };
 pub use launch::{sandbox_failure, Chromium};
-pub use measure::{Frame, Measure, Paints};
+pub use measure::{Measure, Paints};
 pub use netlog::{
     early_actions, netlog_after, netlog_requests, netlog_times, EarlyActions, NetlogError,
     NetlogRequests, NetlogTimes,

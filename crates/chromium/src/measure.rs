@@ -17,6 +17,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::visual::ScreencastFrame;
+
 /// What a measured load does beyond navigating.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Measure {
@@ -62,20 +64,10 @@ pub fn screencast_params() -> Value {
     })
 }
 
-/// One screenshot taken during a load.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Frame {
-    /// When it was painted, seconds since the Unix epoch (the frame's
-    /// `metadata.timestamp`; the time it arrived when Chromium gave none).
-    pub at_epoch_s: f64,
-    /// The JPEG, base64 as Chromium sent it.
-    pub jpeg_base64: String,
-}
-
 /// A `Page.screencastFrame` event's frame and the id to acknowledge it
 /// with; `None` for an event without data. `now_epoch_s` stands in for a
 /// missing time stamp.
-pub fn screencast_frame(params: &Value, now_epoch_s: f64) -> Option<(Frame, Value)> {
+pub fn screencast_frame(params: &Value, now_epoch_s: f64) -> Option<(ScreencastFrame, Value)> {
     let data = params.get("data").and_then(Value::as_str)?;
     let ack = params.get("sessionId").cloned().unwrap_or(Value::Null);
     let at = params["metadata"]
@@ -84,9 +76,9 @@ pub fn screencast_frame(params: &Value, now_epoch_s: f64) -> Option<(Frame, Valu
         .filter(|t| t.is_finite() && *t > 0.0)
         .unwrap_or(now_epoch_s);
     Some((
-        Frame {
-            at_epoch_s: at,
-            jpeg_base64: data.to_owned(),
+        ScreencastFrame {
+            data: data.to_owned(),
+            timestamp_s: at,
         },
         ack,
     ))
@@ -245,10 +237,10 @@ mod tests {
     fn frames_take_chromiums_time_stamp_or_the_arrival() {
         let ev = json!({"data": "AAAA", "sessionId": 7, "metadata": {"timestamp": 1.5e9}});
         let (f, ack) = screencast_frame(&ev, 9.0).expect("frame");
-        assert_eq!((f.at_epoch_s, ack), (1.5e9, json!(7)));
+        assert_eq!((f.timestamp_s, ack), (1.5e9, json!(7)));
         let bare = json!({"data": "AAAA", "sessionId": 8, "metadata": {}});
         assert_eq!(
-            screencast_frame(&bare, 9.0).map(|f| f.0.at_epoch_s),
+            screencast_frame(&bare, 9.0).map(|f| f.0.timestamp_s),
             Some(9.0)
         );
         assert!(screencast_frame(&json!({"sessionId": 1}), 9.0).is_none());

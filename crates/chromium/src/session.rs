@@ -39,9 +39,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::measure::{
-    click_js, paints_from_evaluate, predicted_origins, screencast_frame, screencast_params, Frame,
+    click_js, paints_from_evaluate, predicted_origins, screencast_frame, screencast_params,
     Measure, Paints, PAINTS_JS, PREDICTOR_ROWS_JS, SETTLE_QUIET,
 };
+use crate::visual::ScreencastFrame as Frame;
 use crate::{Cdp, Chromium, DevtoolsError};
 
 /// How long Chromium may take to start and offer its DevTools endpoint.

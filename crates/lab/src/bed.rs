@@ -287,6 +287,8 @@ impl Bed {
                 host_addrs.insert(h.clone(), IpAddr::V4(*addr));
             }
         }
+        // Off until a load asks for them (a CDN that sends them, or not).
+        let hints = mewa_origin::EarlyHintsTable::from_corpus(corpus);
         let any = |port| Some(SocketAddr::from(([0, 0, 0, 0], port)));
         let cfg = OriginConfig {
             plain: any(PORT_PLAIN),
@@ -302,10 +304,10 @@ impl Bed {
             quic_congestion: None,
             cert_groups: groups,
             iw: origin.iw.clone(),
-            early_hints: None,
+            early_hints: Some(hints.clone()),
         };
         let ca_cert = origin.ca_dir.join(mewa_origin::tls::CA_CERT);
-        let early_hints = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let early_hints = hints.switch();
         let corpus = corpus.clone();
         let (server, ()) = NsServer::start(
             &topo,

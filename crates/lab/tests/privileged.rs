@@ -317,6 +317,85 @@ fn accel_experiment_runs_in_chromium() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// Every Chromium arm on a recorded page with many hosts, over a trace with
+/// the LTE radio: each load completes, and the NetLog shows each arm doing
+/// what it claims — the predictor preconnects before the document to hosts
+/// it learned on the earlier visit, 103 Early Hints make Chromium
+/// preconnect and preload before the document, h3 loads the document over
+/// HTTP/3, the hint's proxy opens its planned connections; a cold profile
+/// preconnects to no other host before the document.
+#[test]
+fn meh_arms_do_what_they_claim_in_chromium() {
+    if mewa_testkit::skip_unless_root() {
+        return;
+    }
+    let Some(chromium) = mewa_testkit::chromium_or_skip() else {
+        return;
+    };
+    let Some(har) = mewa_testkit::shared_data_or_skip("pages/har/ferguson.har") else {
+        return;
+    };
+    let Some(trace) = mewa_testkit::shared_data_or_skip("traces/TMobile-LTE-short.down") else {
+        return;
+    };
+    use mewa_lab::meh::{self, Arm};
+    let out = ca_dir("meh-arms");
+    let cfg = meh::Config {
+        corpus: mewa_lab::experiment::CorpusChoice {
+            path: Some(har),
+            pages: Vec::new(),
+        },
+        origin: mewa_lab::experiment::OriginChoice {
+            ca_dir: Some(out.join("ca")),
+            ..Default::default()
+        },
+        runs: 1,
+        trace: Some(trace),
+        radio: meh::Rrc::Lte,
+        browser_runs: 1,
+        arms: Arm::ALL.to_vec(),
+        cpu_slowdown: 2.0,
+        chromium,
+        out: out.join("out"),
+        ..meh::Config::default()
+    };
+    let report = meh::Meh::run(&cfg, &Progress::none()).unwrap();
+    let loads = &report.result.browser;
+    assert_eq!(loads.len(), Arm::ALL.len(), "{loads:?}");
+    for l in loads {
+        assert_eq!(l.error, None, "{} failed", l.arm());
+        let m = l.metrics.as_ref().expect("metrics");
+        assert!(l.plt_s.is_some_and(|p| p > 0.3), "{l:?}");
+        assert!(
+            m.fcp_s.is_some() && m.lcp_s.is_some() && m.onload_s.is_some(),
+            "{m:?}"
+        );
+        assert!(m.speed_index_s.is_some() && m.frames >= 2, "{m:?}");
+        assert!(m.objects_arrived * 10 >= m.objects * 9, "{m:?}");
+        assert!(l.floor_s.is_some_and(|f| f > 0.0 && f < l.plt_s.unwrap()));
+        assert_eq!(l.cpu_slowdown, Some(2.0));
+        let early = l.early.clone().unwrap_or_default();
+        match l.arm() {
+            Arm::Cold => assert!(early.preconnected.is_empty(), "{early:?}"),
+            Arm::Predictor => {
+                assert!(!l.predicted.is_empty(), "the predictor learned nothing");
+                assert!(!early.preconnected.is_empty(), "{early:?}");
+            }
+            Arm::EarlyHints => {
+                assert!(early.informational >= 1, "{early:?}");
+                assert!(!early.preconnected.is_empty(), "{early:?}");
+                assert!(!early.requested.is_empty(), "{early:?}");
+            }
+            Arm::H3 => assert_eq!(l.protocol.as_deref(), Some("h3")),
+            Arm::Meh => assert!(l.n >= 1, "{l:?}"),
+        }
+    }
+    let s = &report.result.arms;
+    assert!(s.best_peer.is_some());
+    assert!(s.comparisons.len() >= 4 * 5, "{}", s.comparisons.len());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 /// A cellular study of one session per setting: meh15-01 loaded twice
 /// over HTTP/2 on fixed-rate 3G, results under `out`.
 fn cellular_config(tag: &str, out: &std::path::Path) -> cellular::Config {

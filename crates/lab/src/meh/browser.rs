@@ -305,6 +305,7 @@ fn arm_load(
     let saw = proxy.map(ProxyRun::stop).unwrap_or_default();
     let loaded = loaded??;
     let _ = std::fs::remove_dir_all(&profile);
+    let _ = std::fs::remove_file(b.work_dir.join(format!("resolv-{tag}.conf")));
     let bytes = std::fs::read(&netlog);
     // Kept (`keep_netlogs`) in the result folder's chromium/, named by
     // page, run and arm.
@@ -446,7 +447,11 @@ fn read_netlog(bytes: &[u8], page: &Page, l: &mewa_chromium::BrowserLoad, out: &
         }
     }
     if let Some(origin) = l.paints.time_origin_ms {
-        let _ = origin; // VISUAL-PENDING
+        if let Some(v) = mewa_chromium::speed_index(&l.frames, origin) {
+            m.speed_index_s = Some(v.speed_index_ms / 1000.0);
+            m.visually_complete_s = Some(v.visually_complete_ms / 1000.0);
+            m.frames = v.frames;
+        }
     }
     if out.error.is_none() && out.plt_s.is_none() {
         out.error = Some(format!("the NetLog has no request for {}", page.main));

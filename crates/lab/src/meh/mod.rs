@@ -54,7 +54,7 @@ pub use floor::{floor_s, FloorInput};
 pub use pairs::{plan_bdp_bytes, PlanAssign, PULL_FLOOR_BYTES};
 pub use peers::{
     arms_table, compare, compare_folders, page_table, summarise_arms, ArmsSummary, Comparison,
-    FolderComparison, Metric,
+    FolderComparison, Metric, FEWEST_FOR_VERDICT,
 };
 pub use record::{BrowserRun, EdgeStart, MehRun, Metrics, Record};
 pub use report::MehReport;

@@ -260,6 +260,20 @@ pub fn summarise_arms(loads: &[BrowserRun]) -> ArmsSummary {
     }
 }
 
+/// The fewest samples (pairs of a page, pages over pages) whose interval
+/// is read as a verdict: a bootstrap of one or two values is those values,
+/// not an interval.
+pub const FEWEST_FOR_VERDICT: usize = 3;
+
+/// A verdict as the tables print it, or why there is none.
+fn verdict_text(samples: usize, v: mewa_report::Verdict) -> String {
+    if samples < FEWEST_FOR_VERDICT {
+        format!("too few ({samples})")
+    } else {
+        format!("{v:?}")
+    }
+}
+
 /// A change as a reduction in percent (positive: faster).
 fn reduction(change: f64) -> f64 {
     -change * 100.0
@@ -293,7 +307,7 @@ pub fn arms_table(s: &ArmsSummary) -> Table {
                 reduction(o.ci.0)
             ),
             opt(o.p_value, 4),
-            format!("{:?}", o.verdict()),
+            verdict_text(o.pages, o.verdict()),
         ]);
     }
     t
@@ -330,7 +344,7 @@ pub fn page_table(c: &Comparison) -> Table {
                 reduction(s.ci.0)
             ),
             opt(s.p_value, 4),
-            format!("{:?}", s.verdict()),
+            verdict_text(s.pairs, s.verdict()),
         ]);
     }
     t
@@ -415,6 +429,81 @@ pub fn arms_detail_table(loads: &[BrowserRun], s: &ArmsSummary) -> Table {
         ]);
     }
     t
+}
+
+/// The CDF of `metric` per arm over every Chromium load
+/// (`arms-<metric>-cdf.svg`).
+pub fn arms_cdf_plot(
+    loads: &[BrowserRun],
+    s: &ArmsSummary,
+    metric: Metric,
+    path: &std::path::Path,
+) -> Result<(), mewa_report::ReportError> {
+    let series: Vec<mewa_report::Series> = s
+        .arms
+        .iter()
+        .enumerate()
+        .map(|(i, &arm)| {
+            let v: Vec<f64> = loads
+                .iter()
+                .filter(|l| l.arm() == arm)
+                .filter_map(|l| metric.of(l))
+                .collect();
+            mewa_report::cdf_series(arm.name(), &v, i)
+        })
+        .collect();
+    let title = format!("Chromium, {} per arm, every page and run", metric.name());
+    let x = format!("{}, s", metric.name());
+    mewa_report::draw(
+        path,
+        &mewa_report::Chart {
+            title: &title,
+            x_label: &x,
+            y_label: "CDF",
+            log_y: false,
+        },
+        &series,
+    )
+}
+
+/// Per page, `metric` of each arm as boxes (`arms-pages-box.svg`).
+pub fn arms_box_plot(
+    loads: &[BrowserRun],
+    s: &ArmsSummary,
+    metric: Metric,
+    path: &std::path::Path,
+) -> Result<(), mewa_report::ReportError> {
+    let mut pages: Vec<&str> = Vec::new();
+    for l in loads {
+        if !pages.contains(&l.page.as_str()) {
+            pages.push(&l.page);
+        }
+    }
+    let groups: Vec<mewa_report::BoxGroup> = pages
+        .iter()
+        .map(|page| mewa_report::BoxGroup {
+            label: (*page).to_string(),
+            boxes: s
+                .arms
+                .iter()
+                .map(|&arm| {
+                    loads
+                        .iter()
+                        .filter(|l| l.page == *page && l.arm() == arm)
+                        .filter_map(|l| metric.of(l))
+                        .collect()
+                })
+                .collect(),
+        })
+        .collect();
+    let names: Vec<&str> = s.arms.iter().map(|a| a.name()).collect();
+    mewa_report::draw_boxes(
+        path,
+        &format!("Chromium, {} per page and arm", metric.name()),
+        &format!("{}, s", metric.name()),
+        &names,
+        &groups,
+    )
 }
 
 /// Every Chromium load with its figures, one row each (`browser.csv`).

@@ -512,7 +512,23 @@ impl Report for MehReport {
         let (cdf_svg, box_svg) = (dir.join("cdf.svg"), dir.join("pages-box.svg"));
         cdf_plot(&self.result, &cdf_svg)?;
         box_plot(&self.result, &box_svg)?;
-        Ok(vec![cdf_svg, box_svg])
+        let mut out = vec![cdf_svg, box_svg];
+        let loads = &self.result.browser;
+        if loads.iter().any(|l| peers::Metric::Plt.of(l).is_some()) {
+            for (metric, file) in [
+                (peers::Metric::Plt, "arms-plt-cdf.svg"),
+                (peers::Metric::Lcp, "arms-lcp-cdf.svg"),
+                (peers::Metric::SpeedIndex, "arms-si-cdf.svg"),
+            ] {
+                let path = dir.join(file);
+                peers::arms_cdf_plot(loads, &self.result.arms, metric, &path)?;
+                out.push(path);
+            }
+            let path = dir.join("arms-pages-box.svg");
+            peers::arms_box_plot(loads, &self.result.arms, peers::Metric::Plt, &path)?;
+            out.push(path);
+        }
+        Ok(out)
     }
 
     fn markdown(&self) -> String {

@@ -65,7 +65,11 @@ impl CompareArgs {
                     -o.ci.0 * 100.0
                 ),
                 opt(o.p_value, 4),
-                format!("{:?}", o.verdict()),
+                if o.pages < mewa_lab::meh::FEWEST_FOR_VERDICT {
+                    format!("too few ({})", o.pages)
+                } else {
+                    format!("{:?}", o.verdict())
+                },
             ]);
         }
         print!("{}", t.to_text());
