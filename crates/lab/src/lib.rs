@@ -23,6 +23,9 @@
 //!   the 3G and LTE radio models, the TCP knobs, and the RTO floor.
 //! - [`browser`]: Chromium in the testbed: protocol flags, a browsing
 //!   session's command, the binary check (driving it is `mewa_chromium`'s).
+//! - [`measured`]: one measured Chromium load (paint marks, Speed Index,
+//!   coverage, what came before the document), as every browser
+//!   experiment makes it.
 //! - [`meh`]: seed 000's Mobile Edge Hint experiment — client, edge and
 //!   origin in three namespaces, each page with and without the hint.
 
@@ -37,6 +40,7 @@ pub mod experiment;
 pub mod fld;
 pub mod iw;
 pub mod load;
+pub mod measured;
 pub mod meh;
 pub mod parity;
 pub mod replay;

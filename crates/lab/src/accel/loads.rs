@@ -18,7 +18,22 @@ use super::{Config, Variant};
 use crate::bed::Bed;
 use crate::experiment::{Browser, ExperimentError};
 
-/// One load: (PLT s, connections) or why it failed.
+/// The longest a Chromium load may take: seed 004's page at its lowest
+/// rate (128 kbit/s) takes about half a minute.
+const CHROMIUM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// What one load gave.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Loaded {
+    /// Page load time, s.
+    pub(super) plt_s: f64,
+    /// Connections the loader opened (the loader only).
+    pub(super) connections: Option<usize>,
+    /// What a Chromium load showed and when (Chromium only).
+    pub(super) metrics: Option<crate::measured::Metrics>,
+}
+
+/// One load, or why it failed.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn load_one(
     bed: &Bed,
@@ -29,7 +44,7 @@ pub(super) fn load_one(
     (variant, tool, down_kbps): (Variant, Browser, u64),
     work: &Path,
     keep_netlog: Option<&Path>,
-) -> Result<Result<(f64, Option<usize>), String>, ExperimentError> {
+) -> Result<Result<Loaded, String>, ExperimentError> {
     let through_accel = variant.through_accel();
     if variant == Variant::AccelCold {
         accel.accel.cache().purge(&Purge::All);
@@ -71,9 +86,11 @@ pub(super) fn load_one(
             let record = bed.load(&page, &opts)?;
             let failed: Vec<_> = record.objects.iter().filter(|o| !o.ok()).collect();
             Ok(match record.done_us {
-                Some(us) if failed.is_empty() && record.errors.is_empty() => {
-                    Ok((us as f64 / 1e6, Some(record.connections.len())))
-                }
+                Some(us) if failed.is_empty() && record.errors.is_empty() => Ok(Loaded {
+                    plt_s: us as f64 / 1e6,
+                    connections: Some(record.connections.len()),
+                    metrics: None,
+                }),
                 _ => Err(match failed.first() {
                     Some(o) => format!(
                         "{} objects failed, first {} ({})",
@@ -126,10 +143,12 @@ fn meh_connections(page: &Page, config: &Config, down_kbps: u64) -> usize {
     }
 }
 
-/// One headless Chromium load; its NetLog's span for the page's objects.
-/// With `dns`, Chromium asks that server (port 53, across the link) for
-/// every name; without, `resolver`'s mapping is given as
-/// `--host-resolver-rules`.
+/// One measured headless Chromium load ([`crate::measured`]): its
+/// NetLog's span for the page's objects and what the page showed. With
+/// `dns`, Chromium asks that server (port 53, across the link) for every
+/// name; without, `resolver`'s mapping is given as
+/// `--host-resolver-rules`. A load is complete when the page's load event
+/// fires; objects it never asked for are coverage.
 #[allow(clippy::too_many_arguments)]
 fn chromium_load(
     bed: &Bed,
@@ -140,11 +159,8 @@ fn chromium_load(
     (dns, certs): (Option<IpAddr>, &mewa_origin::Certs),
     work: &Path,
     keep_netlog: Option<&Path>,
-) -> Result<(f64, Option<usize>), String> {
+) -> Result<Loaded, String> {
     let topo = bed.running().map_err(|e| e.to_string())?;
-    let profile = work.join("profile");
-    let netlog = work.join("load.netlog.json");
-    let _ = std::fs::remove_dir_all(&profile);
     let mut rules: Vec<String> = resolver
         .hosts
         .iter()
@@ -183,27 +199,38 @@ fn chromium_load(
         .root()
         .map(|r| r.url(scheme))
         .ok_or_else(|| format!("{}: no root document", page.name))?;
-    let files = mewa_chromium::LoadFiles {
-        profile: &profile,
-        netlog: &netlog,
-        keep: keep_netlog,
-    };
-    let a = mewa_chromium::load_once(
-        &mut cmd,
-        &config.chromium,
+    let load = crate::measured::Load {
+        bed,
+        chromium: &config.chromium,
+        cmd,
+        spki: &certs.leaf_spki_sha256,
+        work_dir: work,
+        tag: "load",
         page,
-        &url,
-        files,
-        &certs.leaf_spki_sha256,
-    )?;
-    if let Some(first) = a.missing.first() {
-        return Err(format!(
-            "{} of {} objects missing, first {first}",
-            a.missing.len(),
-            a.objects
-        ));
+        url,
+        measure: mewa_chromium::Measure {
+            cpu_slowdown: 1.0,
+            screenshots: true,
+            settle: crate::measured::SETTLE,
+        },
+        revisit: false,
+        keep_netlog: keep_netlog.is_some(),
+        timeout: CHROMIUM_TIMEOUT,
+    };
+    let got = crate::measured::measure(load, || Ok(())).map_err(|e| e.to_string())?;
+    if let Some(to) = keep_netlog {
+        if let Some(dir) = to.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::rename(work.join("load.netlog.json"), to);
     }
-    a.plt_s
-        .map(|p| (p, None))
-        .ok_or_else(|| "no page load time in the NetLog".into())
+    match (got.error, got.plt_s) {
+        (None, Some(plt_s)) => Ok(Loaded {
+            plt_s,
+            connections: None,
+            metrics: got.metrics,
+        }),
+        (Some(e), _) => Err(e),
+        (None, None) => Err("no page load time in the NetLog".into()),
+    }
 }

@@ -190,6 +190,10 @@ pub struct AccelRun {
     pub connections: Option<usize>,
     /// What went wrong.
     pub error: Option<String>,
+    /// What a Chromium load showed and when (FCP, LCP, Speed Index,
+    /// coverage; none for the loader and in older folders).
+    #[serde(default)]
+    pub metrics: Option<crate::measured::Metrics>,
 }
 
 /// `mewa lab accel`, prepared: the configuration, its pages and the CA.
@@ -398,8 +402,9 @@ impl Experiment for Accel {
                     tool,
                     page: page.name.clone(),
                     run: r,
-                    plt_s: got.as_ref().ok().map(|x| x.0),
-                    connections: got.as_ref().ok().and_then(|x| x.1),
+                    plt_s: got.as_ref().ok().map(|x| x.plt_s),
+                    connections: got.as_ref().ok().and_then(|x| x.connections),
+                    metrics: got.as_ref().ok().and_then(|x| x.metrics.clone()),
                     error: got.err(),
                 };
                 if let Some(e) = &row.error {
@@ -645,6 +650,7 @@ mod tests {
                     plt_s: Some(plt + run as f64 * 0.01),
                     connections: None,
                     error: None,
+                    metrics: None,
                 });
             }
         }

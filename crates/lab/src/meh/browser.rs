@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mewa_chromium::{ChromiumSession, Measure};
+use mewa_chromium::Measure;
 use mewa_corpus::Page;
 use mewa_loader::record::Protocol;
 use mewa_origin::{Ca, Certs};
@@ -17,10 +17,11 @@ use mewa_origin::{Ca, Certs};
 use super::before_load::prepare_load;
 use super::config::{arms_in_order, Arm, Dispatch, Policy};
 use super::planner::ProxyRtt;
-use super::record::{BrowserRun, Metrics, Record};
+use super::record::{BrowserRun, Record};
 use super::setup::Setup;
 use crate::bed::{Bed, BedError, NsServer, CLIENT, PORT_PLAIN, PORT_TLS};
 use crate::experiment::ExperimentError;
+use crate::measured;
 
 /// Chromium's managed policy for the loads through the local proxy. Every
 /// tunnel through a proxy is a socket of Chromium's per-proxy pool, 32 by
@@ -216,16 +217,12 @@ pub(crate) fn browser_set(
     Ok(out)
 }
 
-/// How long a measured load watches for paints after its load event.
-const SETTLE: Duration = Duration::from_secs(3);
-
 /// One Chromium load of `page` in `arm` on pair `pair`'s stretch of the
-/// trace: a browsing session started for it ([`ChromiumSession`], its
-/// NetLog on), the returning visitor's earlier visit for `predictor`,
-/// the radio link made ready ([`prepare_load`]), the measured load with
-/// screenshots and the configured CPU slowdown, and what its NetLog says.
-/// A load that did not reach its load event is a record with an error; an
-/// `Err` is a testbed that failed.
+/// trace ([`crate::measured`]): the returning visitor's earlier visit for
+/// `predictor`, the radio link made ready ([`prepare_load`]), the measured
+/// load with screenshots and the configured CPU slowdown, and what its
+/// NetLog says. A load that did not reach its load event is a record with
+/// an error; an `Err` is a testbed that failed.
 fn arm_load(
     b: &Browsing<'_>,
     chromium: &Path,
@@ -237,10 +234,6 @@ fn arm_load(
 ) -> Result<BrowserRun, ExperimentError> {
     let topo = b.bed.running()?;
     let tag = format!("{}-{run}-{arm}", page.name);
-    let profile = b.work_dir.join(format!("profile-{tag}"));
-    let netlog = b.work_dir.join(format!("{tag}.netlog.json"));
-    let _ = std::fs::remove_dir_all(&profile);
-    let _ = std::fs::remove_file(&netlog);
     let proxy = match arm {
         Arm::Meh => Some(ProxyRun::start(b, page, proxy_rtt)?),
         _ => None,
@@ -256,83 +249,62 @@ fn arm_load(
         // arm resolves them.
         None => crate::replay::chromium_with_dns(b.bed, chromium, b.work_dir, &tag, b.edge)?,
     };
-    mewa_chromium::headless(&mut cmd, &profile, &b.tls.certs.leaf_spki_sha256)
-        .arg(format!("--log-net-log={}", netlog.display()))
-        .arg("--remote-debugging-port=0")
-        .arg("--window-size=412,823");
     if arm == Arm::H3 {
         cmd.args(crate::browser::protocol_flags(Protocol::H3));
     }
-    cmd.arg("about:blank");
-    let url = crate::replay::browser_url(b.bed, page);
-    let host = mewa_hint::page::host_of(&page.main).unwrap_or_default();
-    let measure = Measure {
-        cpu_slowdown: b.setup.cpu_slowdown,
-        screenshots: true,
-        settle: SETTLE,
-    };
     let setup = b.setup;
-    let timeout = setup.timeout;
+    let load = measured::Load {
+        bed: b.bed,
+        chromium,
+        cmd,
+        spki: &b.tls.certs.leaf_spki_sha256,
+        work_dir: b.work_dir,
+        tag: &tag,
+        page,
+        url: crate::replay::browser_url(b.bed, page),
+        measure: Measure {
+            cpu_slowdown: setup.cpu_slowdown,
+            screenshots: true,
+            settle: measured::SETTLE,
+        },
+        revisit: arm == Arm::Predictor,
+        // Kept (`keep_netlogs`) in the result folder's chromium/, named by
+        // page, run and arm.
+        keep_netlog: setup.keep_netlogs,
+        timeout: setup.timeout,
+    };
     let early_hints = arm == Arm::EarlyHints;
     if early_hints {
         b.bed.set_early_hints(true);
     }
-    let loaded = b.bed.in_client(|| async {
-        let mut s = match ChromiumSession::start(cmd, chromium, timeout).await {
-            Ok(s) => s,
-            Err(e) => return Ok(Err(e.to_string())),
-        };
-        let r = async {
-            let predicted = match arm {
-                Arm::Predictor => revisit(&mut s, &url, &host).await?,
-                _ => Vec::new(),
-            };
-            prepare_load(topo, setup, pair).map_err(Visit::Bed)?;
-            let load = s.load_with(&url, &measure).await?;
-            Ok::<_, Visit>((load, predicted))
-        }
-        .await;
-        s.close().await;
-        match r {
-            Ok(x) => Ok(Ok(x)),
-            Err(Visit::Bed(e)) => Err(e),
-            Err(Visit::Browser(e)) => Ok(Err(e.to_string())),
-        }
-    });
+    let got = measured::measure(load, || prepare_load(topo, setup, pair));
     if early_hints {
         b.bed.set_early_hints(false);
     }
     let saw = proxy.map(ProxyRun::stop).unwrap_or_default();
-    let loaded = loaded??;
-    let _ = std::fs::remove_dir_all(&profile);
+    let got = got?;
     let _ = std::fs::remove_file(b.work_dir.join(format!("resolv-{tag}.conf")));
-    let bytes = std::fs::read(&netlog);
-    // Kept (`keep_netlogs`) in the result folder's chromium/, named by
-    // page, run and arm.
-    if !b.setup.keep_netlogs {
-        let _ = std::fs::remove_file(&netlog);
-    }
-    let mut load = BrowserRun {
+    Ok(BrowserRun {
         page: page.name.clone(),
         run,
         with_hint: arm == Arm::Meh,
-        plt_s: None,
-        requested_s: None,
+        plt_s: got.plt_s,
+        requested_s: got.requested_s,
         n: saw.n,
         answer_bytes: saw.answer_bytes,
         urls_over_tcp: saw.urls_over_tcp,
         urls_lead_ms: saw.urls_lead_ms,
         prefetched: saw.prefetched,
-        error: None,
+        error: got.error,
         handshake_ns: saw
             .handshake
             .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
         arm: Some(arm),
-        cpu_slowdown: Some(b.setup.cpu_slowdown),
-        metrics: None,
-        early: None,
-        predicted: Vec::new(),
-        protocol: None,
+        cpu_slowdown: Some(setup.cpu_slowdown),
+        metrics: got.metrics,
+        early: got.early,
+        predicted: got.predicted,
+        protocol: got.protocol,
         floor_s: super::floor::floor_s(
             &setup.radio,
             &super::floor::FloorInput {
@@ -343,120 +315,7 @@ fn arm_load(
                 bytes: page.total_bytes(),
             },
         ),
-    };
-    let (browser_load, predicted) = match loaded {
-        Ok(x) => x,
-        Err(why) => {
-            load.error = Some(why);
-            return Ok(load);
-        }
-    };
-    load.predicted = predicted;
-    load.protocol = browser_load.document_protocol.clone();
-    load.error = browser_load.error.clone();
-    match bytes {
-        Ok(bytes) => read_netlog(&bytes, page, &browser_load, &mut load),
-        Err(e) => {
-            load.error
-                .get_or_insert_with(|| format!("reading {}: {e}", netlog.display()));
-        }
-    }
-    Ok(load)
-}
-
-/// Why a visit between measured loads stopped: the testbed, or the browser.
-enum Visit {
-    Bed(BedError),
-    Browser(mewa_chromium::DevtoolsError),
-}
-
-impl From<mewa_chromium::DevtoolsError> for Visit {
-    fn from(e: mewa_chromium::DevtoolsError) -> Visit {
-        Visit::Browser(e)
-    }
-}
-
-/// How long the page stays open after a warm-up load before Chromium's
-/// loading predictor is asked what it learned: it records a page's
-/// origins a while after the load completes, and a tab that leaves at
-/// once teaches it nothing (seen in Chromium 156).
-const LEARN_WAIT: Duration = Duration::from_secs(3);
-
-/// A returning visitor's earlier visit, in session `s`: a first page load
-/// on the page's host (a path the origin does not have: the predictor
-/// opens its database at the first load that completes and learns nothing
-/// from that one), then the page itself, kept open until the predictor
-/// has learned its origins (a second visit if the first taught it
-/// nothing), then the HTTP cache, sockets and host cache cleared
-/// ([`ChromiumSession::clear_for_revisit`]). Returns the origins the
-/// predictor knows for the page's host.
-async fn revisit(s: &mut ChromiumSession, url: &str, host: &str) -> Result<Vec<String>, Visit> {
-    let scheme = url.split("://").next().unwrap_or("https");
-    s.visit(&format!("{scheme}://{host}/mewa-first-visit"))
-        .await?;
-    let mut learned = Vec::new();
-    for _ in 0..2 {
-        s.visit(url).await?;
-        tokio::time::sleep(LEARN_WAIT).await;
-        learned = s.predicted_origins(host).await?;
-        if !learned.is_empty() {
-            break;
-        }
-    }
-    s.clear_for_revisit().await?;
-    Ok(learned)
-}
-
-/// The measured navigation's part of a NetLog: its times, what arrived,
-/// what Chromium did before the document came. The NetLog of a browser
-/// that made earlier visits is cut at the measured navigation's start.
-fn read_netlog(bytes: &[u8], page: &Page, l: &mewa_chromium::BrowserLoad, out: &mut BrowserRun) {
-    let cut;
-    let bytes = match l.paints.time_origin_ms {
-        Some(origin) => match mewa_chromium::netlog_after(bytes, origin, 50.0) {
-            Ok(c) => {
-                cut = c;
-                &cut[..]
-            }
-            Err(e) => {
-                out.error.get_or_insert_with(|| e.to_string());
-                return;
-            }
-        },
-        None => bytes,
-    };
-    if let Ok(t) = mewa_chromium::netlog_times(bytes, page) {
-        out.plt_s = Some(t.plt_s);
-        out.requested_s = Some(t.requested_s);
-    }
-    out.early = mewa_chromium::early_actions(bytes, page).ok();
-    let mut m = Metrics {
-        fcp_s: l.paints.fcp_s,
-        lcp_s: l.paints.lcp_s,
-        onload_s: l.paints.onload_s.or(l.plt_s),
-        objects: page.objects.len(),
-        bytes: page.total_bytes(),
-        ..Metrics::default()
-    };
-    if let Ok(reqs) = mewa_chromium::netlog_requests(bytes, page) {
-        for o in &page.objects {
-            if reqs.arrived.contains_key(&o.url("")) {
-                m.objects_arrived += 1;
-                m.bytes_arrived += o.size;
-            }
-        }
-    }
-    if let Some(origin) = l.paints.time_origin_ms {
-        if let Some(v) = mewa_chromium::speed_index(&l.frames, origin) {
-            m.speed_index_s = Some(v.speed_index_ms / 1000.0);
-            m.visually_complete_s = Some(v.visually_complete_ms / 1000.0);
-            m.frames = v.frames;
-        }
-    }
-    if out.error.is_none() && out.plt_s.is_none() {
-        out.error = Some(format!("the NetLog has no request for {}", page.main));
-    }
-    out.metrics = Some(m);
+    })
 }
 
 /// The local proxy of one `meh` load, serving in the client namespace.

@@ -15,7 +15,8 @@
 //!
 //! The experiment is [`Meh`] under the lab's [`Experiment`] contract: a
 //! [`Config`], its units (a pair of loads with and without the hint per
-//! run and page; then a pair of Chromium loads per run and browser page),
+//! run and page; then a set of Chromium loads per run and browser page,
+//! one per arm: `cold`, the peers a user has without mewa, `meh`),
 //! each in the result folder's journal the moment it ends, and a
 //! [`MehReport`] built from the journal's records. Inside, by job:
 //! - `config`: the settings and the choices they name;
@@ -24,9 +25,11 @@
 //! - `before_load`: the radio link before each load;
 //! - `planner`: what the client remembers from load to load;
 //! - `pairs`: the loader's pairs, with and without the hint;
-//! - `browser`: headless Chromium's pairs, through the local proxy or not;
+//! - `browser`: headless Chromium's sets, one measured load per arm;
 //! - `record`: what the journal keeps of each load;
+//! - `floor`: the physical floor of a load on its stretch of the trace;
 //! - `summary`: per-page and overall figures over the records;
+//! - `peers`: the arms compared, with paired statistics;
 //! - `report`: tables, plots and the Markdown report.
 
 mod before_load;
@@ -106,24 +109,35 @@ impl Meh {
     }
 
     /// Refuses an arm that cannot run on these pages: HTTP/3 needs
-    /// `https://` pages (QUIC is TLS only), and a recorded page served in
-    /// the clear has none.
+    /// `https://` pages (QUIC is TLS only). A recorded `http://` page may
+    /// still load over it when Chromium upgrades it to `https://` (an
+    /// HSTS-preloaded site such as wikipedia.org), so such pages are named
+    /// in a warning and the load's protocol says what happened; a corpus
+    /// with no `https://` page at all is refused.
     fn check_arms(&self) -> Result<(), ExperimentError> {
-        if self.setup.arms.contains(&Arm::H3) {
-            if let Some(p) = self
-                .browser_pages()
-                .into_iter()
-                .find(|p| self.per_host && !p.main.starts_with("https://"))
-            {
-                return Err(ExperimentError::Config {
-                    field: "--arms",
-                    message: format!(
-                        "h3 needs pages served over https (QUIC is TLS only), and {} is {}: \
-                         leave h3 out for this corpus",
-                        p.name, p.main
-                    ),
-                });
-            }
+        if !self.setup.arms.contains(&Arm::H3) || !self.per_host {
+            return Ok(());
+        }
+        let pages = self.browser_pages();
+        let clear: Vec<&str> = pages
+            .iter()
+            .filter(|p| !p.main.starts_with("https://"))
+            .map(|p| p.name.as_str())
+            .collect();
+        if !pages.is_empty() && clear.len() == pages.len() {
+            return Err(ExperimentError::Config {
+                field: "--arms",
+                message: "h3 needs pages served over https (QUIC is TLS only), and every \
+                          page of this corpus is recorded as http://: leave h3 out"
+                    .into(),
+            });
+        }
+        if !clear.is_empty() {
+            tracing::warn!(
+                "h3: {} recorded as http:// load over HTTP/3 only if Chromium upgrades them to \
+                 https:// (HSTS); the protocol column says what happened",
+                clear.join(", ")
+            );
         }
         Ok(())
     }

@@ -168,35 +168,8 @@ impl BrowserRun {
     }
 }
 
-/// What users of web-performance tools look at in one Chromium load,
-/// seconds from the navigation's start, and how much of the page came.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Metrics {
-    /// First Contentful Paint.
-    pub fcp_s: Option<f64>,
-    /// Largest Contentful Paint.
-    pub lcp_s: Option<f64>,
-    /// The end of the load event (`loadEventEnd`): the page load time
-    /// browsers report.
-    pub onload_s: Option<f64>,
-    /// Speed Index: the mean time the page's visible content took to show
-    /// (from screenshots during the load).
-    pub speed_index_s: Option<f64>,
-    /// When the last visual change came.
-    pub visually_complete_s: Option<f64>,
-    /// Screenshots the visual figures were computed from.
-    pub frames: usize,
-    /// The page's objects that arrived, of `objects`: those the replayed
-    /// page never asks for (ad and tracking URLs with random parameters)
-    /// are coverage, not a failed load.
-    pub objects_arrived: usize,
-    /// The page's objects.
-    pub objects: usize,
-    /// The bytes of the objects that arrived, of `bytes`.
-    pub bytes_arrived: u64,
-    /// The page's bytes.
-    pub bytes: u64,
-}
+/// What users of web-performance tools look at in one Chromium load.
+pub use crate::measured::Metrics;
 
 /// A testbed's start.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -113,8 +113,9 @@ pub struct MehArgs {
     #[arg(long)]
     hold_other_hosts_images: bool,
     /// Also load pages (see --browser-pages) in headless Chromium this many
-    /// times with the hint (through the local proxy) and without (Chromium
-    /// on its own); 0 skips it. Skipped with a message when Chromium is not
+    /// times in each arm (see --arms: by default with the hint through the
+    /// local proxy, and cold on its own); 0 skips it. Skipped with a
+    /// message when Chromium is not
     /// installed [default: 5].
     #[arg(long)]
     browser_runs: Option<usize>,
