@@ -410,6 +410,46 @@ fn import_rules() {
     assert!(notes.iter().any(|n| n.contains("re-parented")), "{notes:?}");
 }
 
+/// A synthetic ad-heavy recording (mewa-testkit's `synthetic_har`) becomes
+/// a valid corpus page with nothing adjusted: no object re-parented, merged,
+/// dropped or given a guessed type, redirects and 204s kept.
+#[test]
+fn synthetic_har_imports_without_adjustments() {
+    let spec = mewa_testkit::HarSpec {
+        hosts: 100,
+        objects: 600,
+        seed: 7,
+        random_tracking: 60,
+    };
+    let har = mewa_testkit::synthetic_har(&spec);
+    let rep = mewa_hint::import::import_har(har.as_bytes(), "synthetic.har").expect("imports");
+    let imp = from_import_report(&rep, "synthetic", vec!["synthetic.har".into()]);
+    imp.corpus.validate().expect("valid");
+    assert!(imp.placeholder_sizes.is_empty());
+    for word in [
+        "re-parented",
+        "merged",
+        "dropped",
+        "guessed",
+        "served as 200",
+        "skipped",
+    ] {
+        assert!(
+            !imp.notes.iter().any(|n| n.contains(word)),
+            "{word}: {:?}",
+            imp.notes
+        );
+    }
+    let p = &imp.corpus.pages[0];
+    assert_eq!(p.objects.len(), 600);
+    assert_eq!(p.hosts().len(), 100);
+    let status = |s: u16| p.objects.iter().filter(|o| o.status() == s).count();
+    assert!(status(204) > 0 && status(301) + status(302) > 0);
+    assert!(p.objects.iter().any(|o| o.discovery == Discovery::Css));
+    assert!(p.objects.iter().any(|o| o.discovery == Discovery::Redirect));
+    check_bodies(p);
+}
+
 #[test]
 fn real_recordings_import_when_present() {
     let Some(dir) = mewa_testkit::shared_data_or_skip("pages") else {

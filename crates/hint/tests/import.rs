@@ -3,8 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use mewa_hint::import::{import_dir, import_path, ImportError, ImportReport};
+use mewa_hint::import::{import_dir, import_har, import_path, ImportError, ImportReport};
 use mewa_hint::{Discovery, PageMeta};
+use mewa_testkit::{synthetic_har, HarSpec};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -172,6 +173,131 @@ fn import_path_rejects_a_lone_trace() {
     assert!(import_path(&dir.join("devtoolslog.json.gz")).is_ok());
     let err = import_path(&fixtures().join("broken")).unwrap_err();
     assert!(matches!(err, ImportError::UnknownFormat { .. }), "{err:?}");
+}
+
+/// A synthetic ad-heavy page (mewa-testkit's `synthetic_har`, 600 objects
+/// on 100 hosts) imports whole and as a tree: one object per entry, every
+/// host kept, the document the root, every other object's parent an earlier
+/// object of the page, found the way the recording says (parser, script, or
+/// the redirect hop before it).
+#[test]
+fn synthetic_ad_heavy_page_imports_as_a_tree() {
+    let spec = HarSpec {
+        hosts: 100,
+        objects: 600,
+        seed: 7,
+        random_tracking: 60,
+    };
+    let dir = mewa_testkit::TempDir::new("synthetic-har");
+    let file = dir.join("synthetic.har");
+    std::fs::write(&file, synthetic_har(&spec)).unwrap();
+    // Through the format sniffing of import_path, and the same as import_har.
+    let r = import_path(&file).unwrap();
+    let direct = import_har(synthetic_har(&spec).as_bytes(), &file.display().to_string());
+    assert_eq!(direct.as_ref(), Ok(&r));
+    assert!(r.missing_sizes.is_empty() && r.notes.is_empty(), "{r:?}");
+    assert_eq!(r.pages.len(), 1);
+    let p = &r.pages[0];
+    check_page("synthetic.har", p);
+    assert_eq!(p.objects.len(), 600);
+    let hosts: std::collections::HashSet<&str> =
+        p.objects.iter().map(|o| o.host.as_str()).collect();
+    assert_eq!(hosts.len(), 100);
+    let root = &p.objects[0];
+    assert_eq!((root.discovery, root.parent), (Discovery::Document, None));
+    assert_eq!(root.url, p.url);
+    assert!(
+        root.url.starts_with("https://www.") && root.content_type.as_deref() == Some("text/html")
+    );
+    let mut by = [0usize; 4];
+    for (i, o) in p.objects.iter().enumerate().skip(1) {
+        let q = o
+            .parent
+            .unwrap_or_else(|| panic!("object {i} ({}) has no parent", o.url));
+        assert!(q < i, "object {i}: parent {q} is not earlier");
+        assert_ne!(o.discovery, Discovery::Document, "object {i}");
+        let parent = &p.objects[q];
+        match o.discovery {
+            Discovery::Script => assert!(
+                parent.content_type.as_deref() == Some("application/javascript"),
+                "object {i}: script parent {}",
+                parent.url
+            ),
+            // Only redirect targets lack an initiator type.
+            Discovery::Other => {
+                assert_eq!(parent.recorded.location.as_deref(), Some(o.url.as_str()))
+            }
+            _ => {}
+        }
+        by[usize::from(o.discovery.code())] += 1;
+    }
+    let tracking: Vec<_> = p
+        .objects
+        .iter()
+        .filter(|o| o.url.contains("?cb="))
+        .collect();
+    assert_eq!(tracking.len(), 60);
+    assert!(tracking
+        .iter()
+        .all(|o| matches!(o.discovery, Discovery::Script | Discovery::Other)));
+    let status = |s: u16| {
+        p.objects
+            .iter()
+            .filter(|o| o.recorded.status == Some(s))
+            .count()
+    };
+    assert!(status(204) > 0 && status(301) + status(302) > 0);
+    eprintln!(
+        "synthetic page: {} objects, {} hosts, {} bytes; discovery parser {} script {} other {}; \
+         {} tracking; statuses 204 {} 301 {} 302 {}",
+        p.objects.len(),
+        hosts.len(),
+        p.total_bytes(),
+        by[1],
+        by[2],
+        by[3],
+        tracking.len(),
+        status(204),
+        status(301),
+        status(302)
+    );
+    assert!(by[1] > 100 && by[2] > 100 && by[3] > 0, "{by:?}");
+}
+
+/// Small and absurd specs give pages too, with the clamped counts.
+#[test]
+fn synthetic_small_and_absurd_specs_import() {
+    for (hosts, objects, random_tracking) in [
+        (1, 1, 0),
+        (0, 0, 0),
+        (1, 1, 5),
+        (2, 3, 9),
+        (50, 10, 2),
+        (30, 30, 30),
+        (1, 40, 10),
+    ] {
+        let spec = HarSpec {
+            hosts,
+            objects,
+            seed: 11,
+            random_tracking,
+        };
+        let want = spec.clamped();
+        let r = import_har(synthetic_har(&spec).as_bytes(), "small.har")
+            .unwrap_or_else(|e| panic!("{spec:?}: {e}"));
+        let p = &r.pages[0];
+        assert_eq!(p.objects.len(), want.objects, "{spec:?}");
+        let hosts: std::collections::HashSet<&str> =
+            p.objects.iter().map(|o| o.host.as_str()).collect();
+        assert_eq!(hosts.len(), want.hosts, "{spec:?}");
+        assert_eq!(p.objects[0].discovery, Discovery::Document);
+        assert!(p
+            .objects
+            .iter()
+            .enumerate()
+            .skip(1)
+            .all(|(i, o)| o.parent.is_some_and(|q| q < i)));
+    }
 }
 
 /// What the shared recordings must give. Every number was checked by reading

@@ -8,12 +8,18 @@
 //!   skipped with its reason ([`skipping`] says how).
 //! - [`TempDir`]: a fresh directory, removed on drop.
 //! - [`run_h2spec`]: h2spec against one port.
+//! - [`synthetic_har`]: a seeded HAR 1.2 recording of an ad-heavy page
+//!   ([`HarSpec`]: hosts, objects, random tracking requests), for imports
+//!   and replays of pages nobody here tuned to ([`har`] says why).
 //! - With the `servers` feature, `LoopbackOrigin` (`mewa-origin` serving a
 //!   corpus on 127.0.0.1) and `LoopbackEdge` (`mewa-edge`'s DNS server
 //!   with a hint book on 127.0.0.1, built from an `EdgeSpec`).
 #![allow(clippy::unwrap_used)]
 
+pub mod har;
 pub mod skipping;
+
+pub use har::{synthetic_har, HarSpec};
 
 #[cfg(feature = "bpf")]
 pub use skipping::skip_unless_bpf_cc;
