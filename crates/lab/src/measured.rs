@@ -211,7 +211,11 @@ const LEARN_WAIT: Duration = Duration::from_secs(3);
 /// nothing), then the HTTP cache, sockets and host cache cleared
 /// ([`ChromiumSession::clear_for_revisit`]). Returns the origins the
 /// predictor knows for the page's host.
-async fn visit_before(s: &mut ChromiumSession, url: &str, host: &str) -> Result<Vec<String>, Visit> {
+async fn visit_before(
+    s: &mut ChromiumSession,
+    url: &str,
+    host: &str,
+) -> Result<Vec<String>, Visit> {
     let scheme = url.split("://").next().unwrap_or("https");
     s.visit(&format!("{scheme}://{host}/mewa-first-visit"))
         .await?;

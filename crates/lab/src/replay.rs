@@ -146,6 +146,60 @@ pub fn with_chromium(
     load_once(&mut cmd, chromium.binary, page, &url, files, &spki).map_err(BedError::Runtime)
 }
 
+/// [`with_chromium`]'s load made as a measured one ([`crate::measured`]):
+/// the same command and names, driven over DevTools, with paint marks,
+/// Speed Index and coverage; complete when the page's load event fires.
+/// The NetLog stays in `work` as `PAGE.netlog.json` with `keep_netlog`.
+#[allow(clippy::too_many_arguments)]
+pub fn measured_in_chromium(
+    bed: &Bed,
+    page: &Page,
+    chromium: &Browser,
+    ca_dir: &Path,
+    work: &Path,
+    dns: Option<SocketAddr>,
+    keep_netlog: bool,
+    measure: mewa_chromium::Measure,
+    timeout: std::time::Duration,
+) -> Result<crate::measured::Measured, BedError> {
+    let topo = bed.running()?;
+    let spki = crate::browser::trusted_spki(ca_dir)?;
+    let url = if chromium.clear_text {
+        clear_text_url(bed, page)?
+    } else {
+        browser_url(bed, page)
+    };
+    let mut cmd = match dns {
+        Some(server) => chromium_with_dns(bed, chromium.binary, work, &page.name, server)?,
+        None => {
+            let mut c = topo.command(CLIENT, chromium.binary)?;
+            c.arg(format!(
+                "--host-resolver-rules={}",
+                bed.chromium_resolver_rules()
+            ));
+            c
+        }
+    };
+    cmd.args(chromium.flags);
+    let load = crate::measured::Load {
+        bed,
+        chromium: chromium.binary,
+        cmd,
+        spki: &spki,
+        work_dir: work,
+        tag: &page.name,
+        page,
+        url,
+        measure,
+        revisit: false,
+        keep_netlog,
+        timeout,
+    };
+    let got = crate::measured::measure(load, || Ok(()));
+    let _ = std::fs::remove_file(work.join(format!("resolv-{}.conf", page.name)));
+    got
+}
+
 /// `binary` in the client namespace with its own resolver asking the DNS
 /// server `dns` (the edge, over the radio link, as a phone does): a private
 /// mount namespace puts a `resolv.conf` naming it (written in `work`,

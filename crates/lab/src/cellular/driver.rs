@@ -53,6 +53,10 @@ pub struct Loaded {
     pub new_connections: usize,
     /// Connections it reused from earlier loads of the session.
     pub reused_connections: usize,
+    /// Chromium's First Contentful Paint, s.
+    pub fcp_s: Option<f64>,
+    /// Chromium's Largest Contentful Paint, s.
+    pub lcp_s: Option<f64>,
 }
 
 impl Driver {
@@ -89,6 +93,8 @@ impl Driver {
                     failed: record.objects.iter().filter(|o| !o.ok()).count(),
                     new_connections: record.connections.iter().filter(|c| !c.reused).count(),
                     reused_connections: record.connections.iter().filter(|c| c.reused).count(),
+                    fcp_s: None,
+                    lcp_s: None,
                 })
             }
             Driver::Chromium(session, protocol) => {
@@ -112,6 +118,8 @@ impl Driver {
                     failed: load.failed,
                     new_connections: load.new_connections,
                     reused_connections: load.reused_connections,
+                    fcp_s: load.paints.fcp_s,
+                    lcp_s: load.paints.lcp_s,
                 })
             }
         }

@@ -58,6 +58,14 @@ pub struct CellRun {
     pub new_connections: usize,
     /// See [`CellRun::new_connections`].
     pub reused_connections: usize,
+    /// Chromium's First Contentful Paint and Largest Contentful Paint, s
+    /// from the navigation's start (none for the loader and in older
+    /// folders).
+    #[serde(default)]
+    pub fcp_s: Option<f64>,
+    /// See [`CellRun::fcp_s`].
+    #[serde(default)]
+    pub lcp_s: Option<f64>,
     /// TCP handshakes the client began during the load as the link saw
     /// them (distinct connections whose SYN crossed upstream, from the
     /// load's start to the next load's): whatever the browser reports, a

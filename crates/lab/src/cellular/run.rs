@@ -229,6 +229,8 @@ fn pending_load(
             failed: loaded.failed,
             new_connections: loaded.new_connections,
             reused_connections: loaded.reused_connections,
+            fcp_s: loaded.fcp_s,
+            lcp_s: loaded.lcp_s,
             handshakes: 0,
             start_unix_us: at_start.start_unix_us,
             down_bytes: 0,

@@ -82,3 +82,77 @@ impl CompareArgs {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{parse, LabSub};
+    use mewa_lab::meh::{BrowserRun, Record};
+
+    fn load(page: &str, run: usize, arm: &str, plt: f64) -> Record {
+        let v = serde_json::json!({
+            "kind": "chromium", "page": page, "run": run, "with_hint": arm == "meh",
+            "plt_s": plt, "requested_s": null, "n": 0, "urls_lead_ms": null,
+            "error": null, "handshake_ns": null, "arm": arm,
+        });
+        serde_json::from_value(v).expect("a Chromium record")
+    }
+
+    fn folder(tag: &str, scale: f64) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("mewa-compare-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let mut j = mewa_report::Journal::<Record>::open(&dir).expect("journal");
+        for run in 0..4 {
+            for page in ["a", "b", "c"] {
+                let recs = vec![
+                    load(page, run, "cold", 2.0 + run as f64 * 0.1),
+                    load(page, run, "meh", (1.5 + run as f64 * 0.1) * scale),
+                ];
+                j.append(&format!("chromium/run{run}/{page}"), recs)
+                    .expect("append");
+            }
+        }
+        dir
+    }
+
+    #[test]
+    fn two_folders_compare_and_a_folder_without_results_is_named() {
+        let (a, b) = (folder("a", 1.0), folder("b", 0.8));
+        let args = |x: &std::path::Path, y: &std::path::Path| match parse(&[
+            "compare",
+            &x.display().to_string(),
+            &y.display().to_string(),
+            "--arms",
+            "meh",
+        ]) {
+            LabSub::Compare(c) => c,
+            other => panic!("not compare: {other:?}"),
+        };
+        args(&a, &b).run().expect("compares");
+        let loads: Vec<BrowserRun> = mewa_lab::meh::browser_loads(&b).expect("loads");
+        assert_eq!(loads.len(), 24);
+        let f = mewa_lab::meh::compare_folders(
+            &mewa_lab::meh::browser_loads(&a).expect("loads"),
+            &loads,
+            &[],
+        );
+        let meh_plt = f
+            .comparisons
+            .iter()
+            .find(|c| c.a.name() == "meh" && c.metric == mewa_lab::meh::Metric::Plt)
+            .and_then(|c| c.result.overall.clone())
+            .expect("meh");
+        assert!((meh_plt.median_change + 0.2).abs() < 1e-9, "{meh_plt:?}");
+        assert_eq!((meh_plt.won, meh_plt.pairs), (12, 12));
+        let empty = std::env::temp_dir().join(format!("mewa-compare-none-{}", std::process::id()));
+        std::fs::create_dir_all(&empty).expect("dir");
+        let e = args(&a, &empty).run().expect_err("no results");
+        assert!(
+            format!("{e:#}").contains(&empty.display().to_string()),
+            "{e:#}"
+        );
+        for d in [a, b, empty] {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}

@@ -3,7 +3,6 @@
 //! trip (Fig. 11), the handshake time the page saw; pure, from the load's
 //! record.
 
-use mewa_chromium::Arrival;
 use mewa_loader::metrics::{last_data_us, page_metrics};
 use mewa_loader::record::{LoadRecord, ObjectTiming};
 use mewa_report::median;
@@ -33,10 +32,15 @@ pub fn loader_run(id: &LoadId<'_>, record: &LoadRecord, server_tcp: TcpCounters)
 }
 
 /// A Chromium load of `id`: its load time and missing objects only.
-pub fn chromium_run(id: &LoadId<'_>, arrival: &Arrival) -> PageRun {
+pub fn chromium_run(id: &LoadId<'_>, m: crate::measured::Measured) -> PageRun {
+    let failed = m
+        .metrics
+        .as_ref()
+        .map_or(0, |x| x.objects.saturating_sub(x.objects_arrived));
     PageRun {
-        plt_s: arrival.plt_s,
-        failed: arrival.missing.len(),
+        plt_s: if m.error.is_none() { m.plt_s } else { None },
+        failed,
+        metrics: m.metrics.map(Box::new),
         ..bare(id)
     }
 }
@@ -60,6 +64,7 @@ fn bare(id: &LoadId<'_>) -> PageRun {
         failed: 0,
         handshake_ms: None,
         server_tcp: None,
+        metrics: None,
     }
 }
 

@@ -61,6 +61,10 @@ pub struct PageRun {
     /// for Chromium loads and for runs recorded before it was counted).
     #[serde(default)]
     pub server_tcp: Option<TcpCounters>,
+    /// What a Chromium load showed and when (FCP, LCP, Speed Index,
+    /// coverage; none for the loader and in older folders).
+    #[serde(default)]
+    pub metrics: Option<Box<crate::measured::Metrics>>,
 }
 
 /// What the background carried while one testbed ran.

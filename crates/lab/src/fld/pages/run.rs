@@ -19,7 +19,10 @@ use crate::cross::Cross;
 use crate::experiment::{Congestion, ExperimentError, Run};
 use crate::fld::counters::TcpCounters;
 use crate::fld::{link, queue_bytes, set_client_rmem};
-use crate::replay::{with_chromium, Browser};
+use crate::replay::{measured_in_chromium, Browser};
+
+/// The longest a Chromium page load may take under cross traffic.
+const CHROMIUM_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What every setting's testbed is built from.
 #[derive(Debug)]
@@ -113,16 +116,22 @@ fn one_load(bed: &Bed, inputs: &Inputs<'_>, id: &LoadId<'_>) -> Result<PageRun, 
             flags,
             clear_text,
         };
-        let a = with_chromium(
+        let m = measured_in_chromium(
             bed,
             id.page,
             &browser,
             &inputs.origin.ca_dir,
             inputs.work,
             None,
-            None,
+            false,
+            mewa_chromium::Measure {
+                cpu_slowdown: 1.0,
+                screenshots: true,
+                settle: crate::measured::SETTLE,
+            },
+            CHROMIUM_TIMEOUT,
         )?;
-        return Ok(chromium_run(id, &a));
+        return Ok(chromium_run(id, m));
     };
     let topo = bed.running()?;
     let opts = bed.options(LoadOptions::browser(protocol, tls));

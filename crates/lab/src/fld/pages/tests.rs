@@ -25,6 +25,7 @@ fn page_run(page: &str, cc: &str, net: f64) -> PageRun {
         failed: 0,
         handshake_ms: Some(26.0),
         server_tcp: None,
+        metrics: None,
     }
 }
 
