@@ -313,6 +313,135 @@ pub fn arms_table(s: &ArmsSummary) -> Table {
     t
 }
 
+/// The comparison of `b` against `a` on `metric`, if made.
+fn find(s: &ArmsSummary, a: Arm, b: Arm, metric: Metric) -> Option<&Comparison> {
+    s.comparisons
+        .iter()
+        .find(|c| c.a == a && c.b == b && c.metric == metric)
+}
+
+/// The targets for the hint against the peers, measured: `meh`
+/// against the best peer on PLT and LCP (interval above 0), `meh` ahead of
+/// every peer at the median over pages, the floor multiples, pages where
+/// the hint is slower than `cold` beyond 3 % by its interval, and loads
+/// that did not complete.
+pub fn targets_table(loads: &[BrowserRun], s: &ArmsSummary) -> Table {
+    let mut t = Table::new(&["figure", "measured", "target"]);
+    let met = |ok: bool| if ok { "met" } else { "NOT met" };
+    if !s.arms.contains(&Arm::Meh) {
+        return t;
+    }
+    let best = s.best_peer;
+    for metric in [Metric::Plt, Metric::Lcp] {
+        if let Some(best) = best {
+            let c = if best == Arm::Cold {
+                find(s, Arm::Cold, Arm::Meh, metric)
+            } else {
+                find(s, best, Arm::Meh, metric)
+            };
+            if let Some(o) = c.and_then(|c| c.result.overall.as_ref()) {
+                let lo = reduction(o.ci.1);
+                t.push(vec![
+                    format!(
+                        "{}: meh vs best peer ({best}), median reduction %",
+                        metric.name()
+                    ),
+                    format!(
+                        "{:.1} [{:.1}, {:.1}], {} pages, {}/{} pairs won",
+                        reduction(o.median_change),
+                        lo,
+                        reduction(o.ci.0),
+                        o.pages,
+                        o.won,
+                        o.pairs
+                    ),
+                    format!("interval above 0 ({})", met(lo > 0.0)),
+                ]);
+            }
+        }
+        let meh = median_over_pages(loads, Arm::Meh, metric);
+        let behind: Vec<String> = s
+            .arms
+            .iter()
+            .filter(|a| a.is_peer())
+            .filter_map(|&a| {
+                let p = median_over_pages(loads, a, metric)?;
+                (meh? >= p).then(|| format!("{a} {p:.3}"))
+            })
+            .collect();
+        t.push(vec![
+            format!(
+                "{}: meh ahead of every peer at the median over pages",
+                metric.name()
+            ),
+            match meh {
+                Some(m) if behind.is_empty() => format!("meh {m:.3} s, ahead of all"),
+                Some(m) => format!("meh {m:.3} s, not ahead of {}", behind.join(", ")),
+                None => "-".into(),
+            },
+            format!("ahead of all ({})", met(meh.is_some() && behind.is_empty())),
+        ]);
+    }
+    let mut floors: Vec<String> = Vec::new();
+    for arm in [
+        Some(Arm::Meh),
+        Some(Arm::Cold),
+        best.filter(|b| *b != Arm::Cold),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        floors.push(format!("{arm} {}", opt(floor_multiple(loads, arm), 2)));
+    }
+    t.push(vec![
+        "PLT / floor, median over pages".into(),
+        floors.join(", "),
+        "reported".into(),
+    ]);
+    if let Some(c) = find(s, Arm::Cold, Arm::Meh, Metric::Plt) {
+        let slower: Vec<String> = c
+            .result
+            .pages
+            .iter()
+            .filter_map(|p| {
+                let st = p.stats.as_ref()?;
+                (st.pairs >= FEWEST_FOR_VERDICT && reduction(st.ci.0) < -3.0)
+                    .then(|| format!("{} ({:.1} %)", p.page, reduction(st.median_change)))
+            })
+            .collect();
+        t.push(vec![
+            "pages slower with the hint than cold, interval entirely below -3 %".into(),
+            if slower.is_empty() {
+                "none".into()
+            } else {
+                slower.join(", ")
+            },
+            format!("none ({})", met(slower.is_empty())),
+        ]);
+    }
+    let failed: Vec<String> = s
+        .arms
+        .iter()
+        .filter_map(|&a| {
+            let n = loads
+                .iter()
+                .filter(|l| l.arm() == a && l.error.is_some())
+                .count();
+            (n > 0).then(|| format!("{a} {n}"))
+        })
+        .collect();
+    t.push(vec![
+        "loads without a load event".into(),
+        if failed.is_empty() {
+            "none".into()
+        } else {
+            failed.join(", ")
+        },
+        format!("none ({})", met(failed.is_empty())),
+    ]);
+    t
+}
+
 /// The per-page table of `b` against `a` on `metric`: each page's median
 /// paired reduction with its interval, pairs won and verdict.
 pub fn page_table(c: &Comparison) -> Table {
@@ -633,6 +762,13 @@ mod tests {
             .any(|c| c.metric == Metric::Lcp && c.a == Arm::H3 && c.b == Arm::Meh));
         let text = arms_table(&s).to_text();
         assert!(text.contains("meh vs h3"), "{text}");
+        let targets = targets_table(&loads, &s).to_text();
+        assert!(targets.contains("meh vs best peer (h3)"), "{targets}");
+        assert!(targets.contains("interval above 0 (met)"), "{targets}");
+        assert!(
+            targets.contains("cold 1"),
+            "one failed cold load: {targets}"
+        );
         assert!(arms_detail_table(&loads, &s).to_text().contains("h3"));
         assert_eq!(
             loads_table(&loads).to_text().lines().count(),

@@ -485,6 +485,8 @@ impl Report for MehReport {
             s.push('\n');
             s.push_str(&peers::arms_table(&self.result.arms).to_text());
             s.push('\n');
+            s.push_str(&peers::targets_table(&self.result.browser, &self.result.arms).to_text());
+            s.push('\n');
         }
         s.push_str(&summary(&self.result, &self.setting));
         s
@@ -556,6 +558,11 @@ impl Report for MehReport {
                 self.result.arms.best_peer.map_or("-".into(), |a| a.to_string()),
                 peers::arms_detail_table(&self.result.browser, &self.result.arms).to_text(),
                 peers::arms_table(&self.result.arms).to_text()
+            );
+            let _ = writeln!(
+                md,
+                "### Against the peers\n\n```\n{}```\n",
+                peers::targets_table(&self.result.browser, &self.result.arms).to_text()
             );
             for c in self.result.arms.comparisons.iter().filter(|c| {
                 c.b == super::config::Arm::Meh
