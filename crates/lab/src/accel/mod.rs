@@ -656,6 +656,11 @@ mod tests {
         }
         let r = report::report(&Config::default(), runs, None);
         let text = mewa_report::Report::text(&r);
+        // Paired against h2: warm won its 3 pairs, by about 36 %.
+        assert!(
+            text.contains("accel-warm") && text.contains("3/3") && text.contains("-36."),
+            "{text}"
+        );
         assert!(
             text.contains("-36.5 %") || text.contains("-36.6 %"),
             "{text}"

@@ -217,6 +217,9 @@ pub(super) fn report(
         if let Some(section) = per_page(&runs, tool, &variants) {
             sections.push(section);
         }
+        if let Some(section) = paired(&runs, tool, &variants) {
+            sections.push(section);
+        }
     }
     SectionReport {
         name: "accel",
@@ -226,6 +229,95 @@ pub(super) fn report(
         extra: Vec::new(),
         folder,
     }
+}
+
+/// Every variant against HTTP/2 per domain, per downlink rate, from paired
+/// loads (the same page and run index at the same rate): the median change
+/// over pages with a bootstrap 95 % interval, the Wilcoxon signed-rank
+/// p-value and the pairs won (`mewa_report::paired`); with Chromium, the
+/// medians of the paint marks users watch beside them.
+fn paired(runs: &[AccelRun], tool: Browser, variants: &[Variant]) -> Option<Section> {
+    if !variants.contains(&Variant::H2) {
+        return None;
+    }
+    let mut t = Table::new(&[
+        "downlink kbit/s",
+        "variant vs h2",
+        "pages",
+        "pairs won",
+        "median PLT change % [95% CI]",
+        "p (Wilcoxon)",
+        "FCP s",
+        "LCP s",
+        "SI s",
+        "objects came %",
+    ]);
+    let mut rates: Vec<u64> = runs.iter().map(|r| r.down_kbps).collect();
+    rates.sort_unstable();
+    rates.dedup();
+    let mine = |rate: u64, v: Variant| -> Vec<&AccelRun> {
+        runs.iter()
+            .filter(|r| r.tool == tool && r.down_kbps == rate && r.variant == v)
+            .collect()
+    };
+    let med = |v: &[&AccelRun], f: &dyn Fn(&crate::measured::Metrics) -> Option<f64>| {
+        let x: Vec<f64> = v
+            .iter()
+            .filter_map(|r| r.metrics.as_ref())
+            .filter_map(f)
+            .collect();
+        median(&x)
+    };
+    for &rate in &rates {
+        let base = mine(rate, Variant::H2);
+        for &v in variants.iter().filter(|v| **v != Variant::H2) {
+            let other = mine(rate, v);
+            let mut pages: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+            for a in &base {
+                let b = other.iter().find(|b| b.page == a.page && b.run == a.run);
+                if let (Some(x), Some(y)) = (a.plt_s, b.and_then(|b| b.plt_s)) {
+                    pages.entry(a.page.as_str()).or_default().push((x, y));
+                }
+            }
+            let pages: Vec<(String, Vec<(f64, f64)>)> =
+                pages.into_iter().map(|(p, v)| (p.to_owned(), v)).collect();
+            let cmp = mewa_report::compare_pages(&pages, &Default::default());
+            let Some(o) = cmp.overall else {
+                continue;
+            };
+            t.push(vec![
+                rate.to_string(),
+                v.to_string(),
+                o.pages.to_string(),
+                format!("{}/{}", o.won, o.pairs),
+                format!(
+                    "{:+.1} [{:+.1}, {:+.1}]",
+                    o.median_change * 100.0,
+                    o.ci.0 * 100.0,
+                    o.ci.1 * 100.0
+                ),
+                mewa_report::opt(o.p_value, 4),
+                mewa_report::opt(med(&other, &|m| m.fcp_s), 2),
+                mewa_report::opt(med(&other, &|m| m.lcp_s), 2),
+                mewa_report::opt(med(&other, &|m| m.speed_index_s), 2),
+                mewa_report::opt(
+                    med(&other, &|m| {
+                        (m.objects > 0).then(|| m.objects_arrived as f64 / m.objects as f64 * 100.0)
+                    }),
+                    1,
+                ),
+            ]);
+        }
+    }
+    Some(Section {
+        title: format!("Against HTTP/2 per domain, paired ({tool})"),
+        csv: match tool {
+            Browser::Chromium => "paired_chromium.csv",
+            Browser::Loader => "paired_loader.csv",
+        },
+        table: t,
+        note: "Pairs: the same page and run at the same rate. Over pages: the median of the pages' median changes, a two-level bootstrap 95 % interval, the Wilcoxon signed-rank p-value over the pages' medians.".into(),
+    })
 }
 
 /// With several pages (recordings), each page's median PLT per rate and

@@ -98,6 +98,10 @@ fn chromium_types_compare_load_times() {
     assert_eq!((h2.pages, h2.faster), (1, 1));
     assert_eq!(h1.median_change_pct.map(f64::round), Some(-25.0));
     assert_eq!((h1.pages, h1.faster), (1, 0));
+    // The same from the paired loads (page a, run 0): FLD 20 % faster.
+    let paired = h2.paired.expect("one pair");
+    assert_eq!((paired.pairs, paired.won), (1, 1));
+    assert!((paired.median_change + 0.2).abs() < 1e-9, "{paired:?}");
 }
 
 #[test]

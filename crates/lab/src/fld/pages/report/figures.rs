@@ -25,6 +25,7 @@ pub fn net_transfer_table(config: &Config, labels: &[String], runs: &[PageRun]) 
         "change vs cubic, median of pages %",
         "pooled change %",
         "pages faster than cubic",
+        "paired change % [95% CI], p, pairs won",
     ]);
     for s in labels {
         for &p in &config.protocols {
@@ -32,14 +33,25 @@ pub fn net_transfer_table(config: &Config, labels: &[String], runs: &[PageRun]) 
                 let g = group(runs, s, p, cc);
                 let net = median_of_pages(&g, |r| r.net_transfer_s);
                 let plt = median_of_pages(&g, |r| r.plt_s);
-                let (change, pooled, faster) = if *cc == Congestion::Cubic {
-                    ("-".into(), "-".into(), "-".into())
+                let (change, pooled, faster, paired) = if *cc == Congestion::Cubic {
+                    ("-".into(), "-".into(), "-".into(), "-".into())
                 } else {
                     let c = against_cubic(runs, s, p, cc);
                     (
                         opt(c.median_change_pct, 1),
                         opt(c.pooled_change_pct, 1),
                         format!("{}/{}", c.faster, c.pages),
+                        c.paired.map_or("-".into(), |o| {
+                            format!(
+                                "{:.1} [{:.1}, {:.1}], p {}, {}/{}",
+                                -o.median_change * 100.0,
+                                -o.ci.1 * 100.0,
+                                -o.ci.0 * 100.0,
+                                opt(o.p_value, 3),
+                                o.won,
+                                o.pairs
+                            )
+                        }),
                     )
                 };
                 t.push(vec![
@@ -51,6 +63,7 @@ pub fn net_transfer_table(config: &Config, labels: &[String], runs: &[PageRun]) 
                     change,
                     pooled,
                     faster,
+                    paired,
                 ]);
             }
         }

@@ -59,6 +59,10 @@ pub struct Compared {
     pub median_change_pct: Option<f64>,
     /// `100 × (Σ cubic − Σ other) / Σ cubic` over the pages.
     pub pooled_change_pct: Option<f64>,
+    /// The same comparison from paired loads (the same page and run):
+    /// the median of the pages' median changes with a two-level bootstrap
+    /// 95 % interval, the Wilcoxon p-value and the pairs won.
+    pub paired: Option<mewa_report::paired::OverallStats>,
 }
 
 impl Compared {
@@ -81,6 +85,7 @@ impl Compared {
             faster: pairs.iter().filter(|(c, o)| o < c).count(),
             median_change_pct: median(&changes),
             pooled_change_pct: (sc > 0.0).then(|| 100.0 * (sc - so) / sc),
+            paired: None,
         }
     }
 }
@@ -94,8 +99,20 @@ pub fn against_cubic(runs: &[PageRun], setting: &str, kind: PageType, cc: &Conge
     } else {
         |r| r.net_transfer_s
     };
-    Compared::new(
-        &page_medians(&group(runs, setting, kind, &Congestion::Cubic), key),
-        &page_medians(&group(runs, setting, kind, cc), key),
-    )
+    let (base, other) = (
+        group(runs, setting, kind, &Congestion::Cubic),
+        group(runs, setting, kind, cc),
+    );
+    let mut pages: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for a in &base {
+        let b = other.iter().find(|b| b.page == a.page && b.run == a.run);
+        if let (Some(x), Some(y)) = (key(a), b.and_then(|b| key(b))) {
+            pages.entry(a.page.clone()).or_default().push((x, y));
+        }
+    }
+    let pages: Vec<(String, Vec<(f64, f64)>)> = pages.into_iter().collect();
+    Compared {
+        paired: mewa_report::compare_pages(&pages, &Default::default()).overall,
+        ..Compared::new(&page_medians(&base, key), &page_medians(&other, key))
+    }
 }
