@@ -130,13 +130,7 @@ pub const PAINTS_JS: &str = "(async () => {
 /// (ms) or nulls. Marks before the start, non-finite, or 0 (not reached)
 /// are left out; an answer of another shape is an error naming it.
 pub fn paints_from_evaluate(answer: &Value) -> Result<Paints, String> {
-    if let Some(e) = answer.get("exceptionDetails") {
-        let text = e
-            .get("exception")
-            .and_then(|x| x.get("description"))
-            .or_else(|| e.get("text"))
-            .and_then(Value::as_str)
-            .unwrap_or("an exception");
+    if let Some(text) = crate::session::exception_text(answer) {
         return Err(format!("reading the paint times: {text}"));
     }
     let value = &answer["result"]["value"];

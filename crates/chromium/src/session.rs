@@ -510,18 +510,25 @@ impl ChromiumSession {
     }
 }
 
+/// What went wrong in a `Runtime.evaluate` answer that threw: the
+/// exception's description, or its text; `None` when it did not throw.
+pub(crate) fn exception_text(answer: &Value) -> Option<&str> {
+    let e = answer.get("exceptionDetails")?;
+    Some(
+        e.get("exception")
+            .and_then(|x| x.get("description"))
+            .or_else(|| e.get("text"))
+            .and_then(Value::as_str)
+            .unwrap_or("an exception"),
+    )
+}
+
 /// The onload time, s, from a `Runtime.evaluate` answer holding
 /// `[startTime, loadEventEnd]` (ms): `Ok(None)` while `loadEventEnd` is
 /// still 0; `Err` for an answer of any other shape (an exception, no
 /// navigation entry).
 pub fn onload_from_evaluate(answer: &Value) -> Result<Option<f64>, String> {
-    if let Some(e) = answer.get("exceptionDetails") {
-        let text = e
-            .get("exception")
-            .and_then(|x| x.get("description"))
-            .or_else(|| e.get("text"))
-            .and_then(Value::as_str)
-            .unwrap_or("an exception");
+    if let Some(text) = exception_text(answer) {
         return Err(format!("reading Navigation Timing: {text}"));
     }
     let value = &answer["result"]["value"];

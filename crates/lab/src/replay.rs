@@ -117,10 +117,29 @@ pub fn with_chromium(
     dns: Option<SocketAddr>,
     keep_netlog: Option<&Path>,
 ) -> Result<Arrival, BedError> {
-    let topo = bed.running()?;
     let spki = crate::browser::trusted_spki(ca_dir)?;
     let profile = work.join(format!("profile-{}", page.name));
     let netlog = work.join(format!("{}.netlog.json", page.name));
+    let (mut cmd, url) = chromium_for(bed, page, chromium, work, dns)?;
+    let files = LoadFiles {
+        profile: &profile,
+        netlog: &netlog,
+        keep: keep_netlog,
+    };
+    load_once(&mut cmd, chromium.binary, page, &url, files, &spki).map_err(BedError::Runtime)
+}
+
+/// Chromium in the client namespace for a load of `page` and the URL it
+/// loads: names resolved by Chromium's own resolver asking `dns` (the
+/// edge, over the radio link), or without, by `--host-resolver-rules` as
+/// the testbed serves them; `chromium`'s own flags added.
+fn chromium_for(
+    bed: &Bed,
+    page: &Page,
+    chromium: &Browser,
+    work: &Path,
+    dns: Option<SocketAddr>,
+) -> Result<(std::process::Command, String), BedError> {
     let url = if chromium.clear_text {
         clear_text_url(bed, page)?
     } else {
@@ -129,7 +148,7 @@ pub fn with_chromium(
     let mut cmd = match dns {
         Some(server) => chromium_with_dns(bed, chromium.binary, work, &page.name, server)?,
         None => {
-            let mut c = topo.command(CLIENT, chromium.binary)?;
+            let mut c = bed.running()?.command(CLIENT, chromium.binary)?;
             c.arg(format!(
                 "--host-resolver-rules={}",
                 bed.chromium_resolver_rules()
@@ -138,12 +157,7 @@ pub fn with_chromium(
         }
     };
     cmd.args(chromium.flags);
-    let files = LoadFiles {
-        profile: &profile,
-        netlog: &netlog,
-        keep: keep_netlog,
-    };
-    load_once(&mut cmd, chromium.binary, page, &url, files, &spki).map_err(BedError::Runtime)
+    Ok((cmd, url))
 }
 
 /// [`with_chromium`]'s load made as a measured one ([`crate::measured`]):
@@ -162,25 +176,8 @@ pub fn measured_in_chromium(
     measure: mewa_chromium::Measure,
     timeout: std::time::Duration,
 ) -> Result<crate::measured::Measured, BedError> {
-    let topo = bed.running()?;
     let spki = crate::browser::trusted_spki(ca_dir)?;
-    let url = if chromium.clear_text {
-        clear_text_url(bed, page)?
-    } else {
-        browser_url(bed, page)
-    };
-    let mut cmd = match dns {
-        Some(server) => chromium_with_dns(bed, chromium.binary, work, &page.name, server)?,
-        None => {
-            let mut c = topo.command(CLIENT, chromium.binary)?;
-            c.arg(format!(
-                "--host-resolver-rules={}",
-                bed.chromium_resolver_rules()
-            ));
-            c
-        }
-    };
-    cmd.args(chromium.flags);
+    let (cmd, url) = chromium_for(bed, page, chromium, work, dns)?;
     let load = crate::measured::Load {
         bed,
         chromium: chromium.binary,
