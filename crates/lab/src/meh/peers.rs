@@ -635,6 +635,71 @@ pub fn arms_box_plot(
     )
 }
 
+/// Per page, the proof that each arm did what it claims, from its loads'
+/// NetLogs (medians over the page's loads): the origins the predictor had
+/// learned and the hosts it preconnected to before the document; the
+/// loads that got a 103 and the hosts and objects Chromium preconnected
+/// to and requested before the document's response; the loads whose
+/// document came over HTTP/3; the connections the hint's proxy opened.
+pub fn evidence_table(loads: &[BrowserRun]) -> Table {
+    let mut t = Table::new(&[
+        "page",
+        "predictor: learned origins",
+        "predictor: early preconnects",
+        "early-hints: 103 loads",
+        "early-hints: early preconnects",
+        "early-hints: early requests",
+        "h3: documents over h3",
+        "meh: connections",
+    ]);
+    let mut pages: Vec<&str> = Vec::new();
+    for l in loads {
+        if !pages.contains(&l.page.as_str()) {
+            pages.push(&l.page);
+        }
+    }
+    for page in pages {
+        let of = |arm: Arm| -> Vec<&BrowserRun> {
+            loads
+                .iter()
+                .filter(|l| l.page == page && l.arm() == arm)
+                .collect()
+        };
+        let med = |v: &[&BrowserRun], f: &dyn Fn(&BrowserRun) -> usize| -> String {
+            if v.is_empty() {
+                return "-".into();
+            }
+            let x: Vec<f64> = v.iter().map(|l| f(l) as f64).collect();
+            opt(median(&x), 1)
+        };
+        let count = |v: &[&BrowserRun], f: &dyn Fn(&BrowserRun) -> bool| -> String {
+            if v.is_empty() {
+                "-".into()
+            } else {
+                format!("{}/{}", v.iter().filter(|l| f(l)).count(), v.len())
+            }
+        };
+        let early = |l: &BrowserRun| l.early.clone().unwrap_or_default();
+        let (p, e, h, m) = (
+            of(Arm::Predictor),
+            of(Arm::EarlyHints),
+            of(Arm::H3),
+            of(Arm::Meh),
+        );
+        t.push(vec![
+            page.to_string(),
+            med(&p, &|l| l.predicted.len()),
+            med(&p, &|l| early(l).preconnected.len()),
+            count(&e, &|l| early(l).informational > 0),
+            med(&e, &|l| early(l).preconnected.len()),
+            med(&e, &|l| early(l).requested.len()),
+            count(&h, &|l| l.protocol.as_deref() == Some("h3")),
+            med(&m, &|l| l.n),
+        ]);
+    }
+    t
+}
+
 /// Every Chromium load with its figures, one row each (`browser.csv`).
 pub fn loads_table(loads: &[BrowserRun]) -> Table {
     let mut t = Table::new(&[
@@ -762,6 +827,14 @@ mod tests {
             .any(|c| c.metric == Metric::Lcp && c.a == Arm::H3 && c.b == Arm::Meh));
         let text = arms_table(&s).to_text();
         assert!(text.contains("meh vs h3"), "{text}");
+        for l in loads.iter_mut().filter(|l| l.arm() == Arm::H3) {
+            l.protocol = Some("h3".into());
+        }
+        let evidence = evidence_table(&loads).to_text();
+        assert!(
+            evidence.contains("6/6"),
+            "every h3 load counted: {evidence}"
+        );
         let targets = targets_table(&loads, &s).to_text();
         assert!(targets.contains("meh vs best peer (h3)"), "{targets}");
         assert!(targets.contains("interval above 0 (met)"), "{targets}");

@@ -498,6 +498,7 @@ impl Report for MehReport {
             ("pages.csv", pages_table(&self.result)),
             ("browser.csv", peers::loads_table(&self.result.browser)),
             ("arms.csv", peers::arms_table(&self.result.arms)),
+            ("evidence.csv", peers::evidence_table(&self.result.browser)),
         ]
     }
 
@@ -563,6 +564,11 @@ impl Report for MehReport {
                 md,
                 "### Against the peers\n\n```\n{}```\n",
                 peers::targets_table(&self.result.browser, &self.result.arms).to_text()
+            );
+            let _ = writeln!(
+                md,
+                "### What each arm did, per page (from the NetLogs; medians over the page's loads)\n\n```\n{}```\n",
+                peers::evidence_table(&self.result.browser).to_text()
             );
             for c in self.result.arms.comparisons.iter().filter(|c| {
                 c.b == super::config::Arm::Meh
