@@ -130,7 +130,7 @@ pub const PAINTS_JS: &str = "(async () => {
 /// (ms) or nulls. Marks before the start, non-finite, or 0 (not reached)
 /// are left out; an answer of another shape is an error naming it.
 pub fn paints_from_evaluate(answer: &Value) -> Result<Paints, String> {
-    if let Some(text) = crate::session::exception_text(answer) {
+    if let Some(text) = exception_text(answer) {
         return Err(format!("reading the paint times: {text}"));
     }
     let value = &answer["result"]["value"];
@@ -151,6 +151,19 @@ pub fn paints_from_evaluate(answer: &Value) -> Result<Paints, String> {
         onload_s: mark(5),
         time_origin_ms: num(0).filter(|t| *t > 0.0).map(|t| t + start),
     })
+}
+
+/// What went wrong in a `Runtime.evaluate` answer that threw: the
+/// exception's description, or its text; `None` when it did not throw.
+pub(crate) fn exception_text(answer: &Value) -> Option<&str> {
+    let e = answer.get("exceptionDetails")?;
+    Some(
+        e.get("exception")
+            .and_then(|x| x.get("description"))
+            .or_else(|| e.get("text"))
+            .and_then(Value::as_str)
+            .unwrap_or("an exception"),
+    )
 }
 
 /// The expression that clicks a button of a `chrome://net-internals` page

@@ -39,8 +39,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::measure::{
-    click_js, paints_from_evaluate, predicted_origins, screencast_frame, screencast_params,
-    Measure, Paints, PAINTS_JS, PREDICTOR_ROWS_JS, SETTLE_QUIET,
+    click_js, exception_text, paints_from_evaluate, predicted_origins, screencast_frame,
+    screencast_params, Measure, Paints, PAINTS_JS, PREDICTOR_ROWS_JS, SETTLE_QUIET,
 };
 use crate::visual::ScreencastFrame as Frame;
 use crate::{Cdp, Chromium, DevtoolsError};
@@ -508,19 +508,6 @@ impl ChromiumSession {
     pub async fn close(mut self) {
         self.browser.close(Some(&mut self.cdp)).await;
     }
-}
-
-/// What went wrong in a `Runtime.evaluate` answer that threw: the
-/// exception's description, or its text; `None` when it did not throw.
-pub(crate) fn exception_text(answer: &Value) -> Option<&str> {
-    let e = answer.get("exceptionDetails")?;
-    Some(
-        e.get("exception")
-            .and_then(|x| x.get("description"))
-            .or_else(|| e.get("text"))
-            .and_then(Value::as_str)
-            .unwrap_or("an exception"),
-    )
 }
 
 /// The onload time, s, from a `Runtime.evaluate` answer holding
