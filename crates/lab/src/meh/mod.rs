@@ -59,6 +59,7 @@ pub use peers::{
     arms_table, compare, compare_folders, page_table, summarise_arms, ArmsSummary, Comparison,
     FolderComparison, Metric, FEWEST_FOR_VERDICT,
 };
+pub use peers::{reduction_ci, verdict_text};
 pub use record::{BrowserRun, EdgeStart, MehRun, Metrics, Record};
 pub use report::MehReport;
 pub use setup::{PlanRate, RadioLink, Setup};

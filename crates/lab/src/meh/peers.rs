@@ -195,9 +195,19 @@ pub fn compare_folders(a: &[BrowserRun], b: &[BrowserRun], arms: &[Arm]) -> Fold
 
 /// The median over pages of each page's median `metric` in `arm`.
 fn median_over_pages(loads: &[BrowserRun], arm: Arm, metric: Metric) -> Option<f64> {
+    median_of_page_medians(loads, arm, |l| metric.of(l))
+}
+
+/// The median over pages of each page's median of `value` in `arm`'s
+/// loads (loads without a value left out).
+fn median_of_page_medians(
+    loads: &[BrowserRun],
+    arm: Arm,
+    value: impl Fn(&BrowserRun) -> Option<f64>,
+) -> Option<f64> {
     let mut per: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for l in loads.iter().filter(|l| l.arm() == arm) {
-        if let Some(v) = metric.of(l) {
+        if let Some(v) = value(l) {
             per.entry(&l.page).or_default().push(v);
         }
     }
@@ -208,14 +218,9 @@ fn median_over_pages(loads: &[BrowserRun], arm: Arm, metric: Metric) -> Option<f
 /// The median over pages of each page's median PLT over its floor in
 /// `arm`: how far the arm is from what the link allows.
 pub fn floor_multiple(loads: &[BrowserRun], arm: Arm) -> Option<f64> {
-    let mut per: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    for l in loads.iter().filter(|l| l.arm() == arm) {
-        if let (Some(p), Some(f)) = (Metric::Plt.of(l), l.floor_s.filter(|f| *f > 0.0)) {
-            per.entry(&l.page).or_default().push(p / f);
-        }
-    }
-    let meds: Vec<f64> = per.values().filter_map(|v| median(v)).collect();
-    median(&meds)
+    median_of_page_medians(loads, arm, |l| {
+        Some(Metric::Plt.of(l)? / l.floor_s.filter(|f| *f > 0.0)?)
+    })
 }
 
 /// Compares `b` with `a` on `metric` over `loads`.
@@ -266,7 +271,7 @@ pub fn summarise_arms(loads: &[BrowserRun]) -> ArmsSummary {
 pub const FEWEST_FOR_VERDICT: usize = 3;
 
 /// A verdict as the tables print it, or why there is none.
-fn verdict_text(samples: usize, v: mewa_report::Verdict) -> String {
+pub fn verdict_text(samples: usize, v: mewa_report::Verdict) -> String {
     if samples < FEWEST_FOR_VERDICT {
         format!("too few ({samples})")
     } else {
@@ -277,6 +282,17 @@ fn verdict_text(samples: usize, v: mewa_report::Verdict) -> String {
 /// A change as a reduction in percent (positive: faster).
 fn reduction(change: f64) -> f64 {
     -change * 100.0
+}
+
+/// A median change and its interval as the tables print them: the
+/// reduction in percent and the interval of the reduction, low to high.
+pub fn reduction_ci(change: f64, ci: (f64, f64)) -> String {
+    format!(
+        "{:.1} [{:.1}, {:.1}]",
+        reduction(change),
+        reduction(ci.1),
+        reduction(ci.0)
+    )
 }
 
 /// The over-pages table: per metric and comparison, the median reduction
@@ -300,12 +316,7 @@ pub fn arms_table(s: &ArmsSummary) -> Table {
             format!("{} vs {}", c.b, c.a),
             o.pages.to_string(),
             format!("{}/{}", o.won, o.pairs),
-            format!(
-                "{:.1} [{:.1}, {:.1}]",
-                reduction(o.median_change),
-                reduction(o.ci.1),
-                reduction(o.ci.0)
-            ),
+            reduction_ci(o.median_change, o.ci),
             opt(o.p_value, 4),
             verdict_text(o.pages, o.verdict()),
         ]);
@@ -466,12 +477,7 @@ pub fn page_table(c: &Comparison) -> Table {
         t.push(vec![
             p.page.clone(),
             format!("{}/{}", s.won, s.pairs),
-            format!(
-                "{:.1} [{:.1}, {:.1}]",
-                reduction(s.median_change),
-                reduction(s.ci.1),
-                reduction(s.ci.0)
-            ),
+            reduction_ci(s.median_change, s.ci),
             opt(s.p_value, 4),
             verdict_text(s.pairs, s.verdict()),
         ]);

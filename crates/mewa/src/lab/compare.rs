@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use mewa_lab::meh::{browser_loads, compare_folders, Arm};
+use mewa_lab::meh::{browser_loads, compare_folders, reduction_ci, verdict_text, Arm};
 use mewa_report::{opt, Table};
 
 /// `mewa lab compare`'s arguments.
@@ -58,18 +58,9 @@ impl CompareArgs {
                 c.a.to_string(),
                 o.pages.to_string(),
                 format!("{}/{}", o.won, o.pairs),
-                format!(
-                    "{:.1} [{:.1}, {:.1}]",
-                    -o.median_change * 100.0,
-                    -o.ci.1 * 100.0,
-                    -o.ci.0 * 100.0
-                ),
+                reduction_ci(o.median_change, o.ci),
                 opt(o.p_value, 4),
-                if o.pages < mewa_lab::meh::FEWEST_FOR_VERDICT {
-                    format!("too few ({})", o.pages)
-                } else {
-                    format!("{:?}", o.verdict())
-                },
+                verdict_text(o.pages, o.verdict()),
             ]);
         }
         print!("{}", t.to_text());
