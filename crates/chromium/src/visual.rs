@@ -240,6 +240,11 @@ pub struct VisualMetrics {
     /// Frames left out: undecodable, or with a timestamp that is not a
     /// finite number.
     pub skipped: usize,
+    /// Whether the last frame shows anything but near-white: a page whose
+    /// screen stayed blank has all three times 0, which is no Speed Index
+    /// to compare (a replayed page whose bodies draw nothing visible).
+    #[serde(default)]
+    pub painted: bool,
 }
 
 /// The visual metrics of a load's screencast frames, `nav_start_ms` being
@@ -289,9 +294,9 @@ pub fn speed_index(frames: &[ScreencastFrame], nav_start_ms: f64) -> Option<Visu
 /// Consequences: one frame, or frames all alike, give Speed Index = first
 /// visual change = visually complete = the first frame's time, the content
 /// having come at once; frames all blank give 0 for all three (nothing was
-/// to be painted, so nothing was waited for — as in speedline; a caller
-/// that must tell a page that never painted from a white one must look at
-/// the frames themselves).
+/// to be painted, so nothing was waited for — as in speedline) and
+/// [`VisualMetrics::painted`] false, which tells a page that never painted
+/// from one that painted at once.
 pub fn visual_metrics(frames: Vec<FrameHistogram>, nav_start_ms: f64) -> Option<VisualMetrics> {
     if !nav_start_ms.is_finite() {
         return None;
@@ -307,6 +312,7 @@ pub fn visual_metrics(frames: Vec<FrameHistogram>, nav_start_ms: f64) -> Option<
     let skipped = total - timed.len();
     timed.sort_by(|a, b| a.0.total_cmp(&b.0));
     let target = &timed.last()?.1;
+    let painted = target.pixels() > 0;
     let blank = Histogram::default();
     // Whole percent, floored: speedline's `Math.floor(match / total * 100)`.
     let percent = |h: &Histogram| (progress(h, &blank, target) * 100.0).floor();
@@ -332,6 +338,7 @@ pub fn visual_metrics(frames: Vec<FrameHistogram>, nav_start_ms: f64) -> Option<
         visually_complete_ms,
         frames: timed.len(),
         skipped,
+        painted,
     })
 }
 

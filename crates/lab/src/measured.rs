@@ -273,8 +273,12 @@ fn read_netlog(bytes: &[u8], page: &Page, l: &BrowserLoad, out: &mut Measured) {
     }
     if let Some(origin) = l.paints.time_origin_ms {
         if let Some(v) = mewa_chromium::speed_index(&l.frames, origin) {
-            m.speed_index_s = Some(v.speed_index_ms / 1000.0);
-            m.visually_complete_s = Some(v.visually_complete_ms / 1000.0);
+            // A screen that stayed blank has no Speed Index: its 0 would
+            // read as an instant page and pair as 0 against 0.
+            if v.painted {
+                m.speed_index_s = Some(v.speed_index_ms / 1000.0);
+                m.visually_complete_s = Some(v.visually_complete_ms / 1000.0);
+            }
             m.frames = v.frames;
         }
     }

@@ -152,6 +152,9 @@ fn one_frame_or_alike_frames_complete_at_the_first() {
         ),
         (0.0, 0.0, 0.0)
     );
+    assert!(!m.painted, "a blank screen painted nothing");
+    let m = visual_metrics(vec![at(700.0, &[(2, BLUE)])], NAV_MS).expect("metrics");
+    assert!(m.painted);
 }
 
 #[test]
