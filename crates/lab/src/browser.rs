@@ -18,6 +18,25 @@ pub fn check_binary(chromium: &Path, instead: &'static str) -> Result<(), Experi
         .map_err(|source| ExperimentError::NoChromium { source, instead })
 }
 
+/// Refuses, for the option `field`, a Chromium that does not act on
+/// `103 Early Hints` (they are acted on from version 103 on) or whose
+/// version cannot be read, naming the binary and its version: an
+/// early-hints arm on it would measure a browser that ignores them.
+pub fn check_early_hints(chromium: &Path, field: &'static str) -> Result<(), ExperimentError> {
+    match mewa_chromium::major_version(chromium) {
+        Some(v) if v >= 103 => Ok(()),
+        found => Err(ExperimentError::Config {
+            field,
+            message: format!(
+                "early-hints needs a Chromium that acts on 103 Early Hints (103 or newer); \
+                 {} is {}",
+                chromium.display(),
+                found.map_or("of an unknown version".into(), |v| format!("version {v}"))
+            ),
+        }),
+    }
+}
+
 /// The flags that make Chromium speak `protocol` to the testbed's origin,
 /// as the loader's cell of that protocol does
 /// (`LoadOptions::browser(protocol, true)`: everything over TLS on 443):

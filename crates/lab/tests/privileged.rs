@@ -261,7 +261,12 @@ fn accel_experiment_folds_the_page_onto_one_connection() {
         rtt_ms: 150,
         down_kbps: vec![8000],
         tools: vec![mewa_lab::experiment::Browser::Loader],
-        variants: accel::Variant::ALL.to_vec(),
+        // The peers are Chromium's own (the next test).
+        variants: accel::Variant::ALL
+            .iter()
+            .copied()
+            .filter(|v| !v.chromium_only())
+            .collect(),
         runs: 1,
         out: out.clone(),
         ..accel::Config::default()
@@ -285,7 +290,9 @@ fn accel_experiment_folds_the_page_onto_one_connection() {
 }
 
 /// The same through headless Chromium with DNS across the link: HTTP/2
-/// per domain and through the warm accelerator both load every object.
+/// per domain, the peers (a returning visitor, 103 Early Hints, HTTP/3)
+/// and the warm accelerator all load the page, and the report pairs the
+/// accelerator against the best peer.
 #[test]
 fn accel_experiment_runs_in_chromium() {
     if mewa_testkit::skip_unless_root() {
@@ -302,7 +309,13 @@ fn accel_experiment_runs_in_chromium() {
         },
         rtt_ms: 40,
         down_kbps: vec![8000],
-        variants: vec![accel::Variant::H2, accel::Variant::AccelWarm],
+        variants: vec![
+            accel::Variant::H2,
+            accel::Variant::Predictor,
+            accel::Variant::EarlyHints,
+            accel::Variant::H3,
+            accel::Variant::AccelWarm,
+        ],
         chromium,
         runs: 1,
         out: out.clone(),
@@ -310,10 +323,15 @@ fn accel_experiment_runs_in_chromium() {
     };
     let report = accel::Accel::run(&config, &Progress::none()).unwrap();
     let runs: Vec<accel::AccelRun> = serde_json::from_value(report.json["runs"].clone()).unwrap();
-    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(runs.len(), 5, "{runs:?}");
     for r in &runs {
         assert!(r.plt_s.is_some(), "{} failed: {:?}", r.variant, r.error);
     }
+    let text = mewa_report::Report::text(&report);
+    assert!(
+        text.contains("h3 vs h2") && text.contains("early-hints vs h2"),
+        "{text}"
+    );
     let _ = std::fs::remove_dir_all(&out);
 }
 

@@ -192,8 +192,14 @@ fn chromium_load(
             c
         }
     };
-    if variant == Variant::Https {
-        cmd.arg("--disable-http2");
+    match variant {
+        Variant::Https => {
+            cmd.args(crate::browser::protocol_flags(Protocol::H1));
+        }
+        Variant::H3 => {
+            cmd.args(crate::browser::protocol_flags(Protocol::H3));
+        }
+        _ => {}
     }
     let url = page
         .root()
@@ -213,11 +219,20 @@ fn chromium_load(
             screenshots: true,
             settle: crate::measured::SETTLE,
         },
-        revisit: false,
+        revisit: variant == Variant::Predictor,
         keep_netlog: keep_netlog.is_some(),
         timeout: CHROMIUM_TIMEOUT,
     };
-    let got = crate::measured::measure(load, || Ok(())).map_err(|e| e.to_string())?;
+    // The origins send 103s for this load only (a CDN that does, or not).
+    let early_hints = variant == Variant::EarlyHints;
+    if early_hints {
+        bed.set_early_hints(true);
+    }
+    let got = crate::measured::measure(load, || Ok(()));
+    if early_hints {
+        bed.set_early_hints(false);
+    }
+    let got = got.map_err(|e| e.to_string())?;
     if let Some(to) = keep_netlog {
         if let Some(dir) = to.parent() {
             let _ = std::fs::create_dir_all(dir);

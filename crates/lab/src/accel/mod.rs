@@ -20,6 +20,11 @@
 //! - `h1`: HTTP/1.1 in clear (six connections per host);
 //! - `https`: HTTP/1.1 over TLS (Chromium with `--disable-http2`);
 //! - `h2`: HTTP/2 over TLS to each domain (seed 004's "SPDY");
+//! - the peers a browser and a CDN already have, Chromium only, each
+//!   direct to the origins: `predictor` (a returning visitor: the profile
+//!   loaded the page before and keeps its loading predictor; caches and
+//!   sockets are cleared), `early-hints` (the origins answer the document
+//!   with `103 Early Hints`) and `h3` (HTTP/3 to each domain);
 //! - `accel-cold`: HTTP/2 through the accelerator with its cache emptied
 //!   before the load (it fetches everything from the origins);
 //! - `accel-warm`: the same with the cache as the previous load left it;
@@ -68,13 +73,23 @@ pub use sites::folded_page;
 named_enum! {
     /// How a load reaches the page's hosts; in the order the report shows
     /// them.
-    pub enum Variant ("variant", "h1, https, h2, accel-cold, accel-warm or accel-meh") {
+    pub enum Variant ("variant", "h1, https, h2, predictor, early-hints, h3, accel-cold, accel-warm or accel-meh") {
         /// HTTP/1.1 in clear.
         H1 = "h1",
         /// HTTP/1.1 over TLS.
         Https = "https",
         /// HTTP/2 over TLS, each domain its own connection.
         H2 = "h2",
+        /// `h2` by a returning visitor: Chromium's loading predictor kept
+        /// from an earlier visit, its caches and sockets cleared (Chromium
+        /// only).
+        Predictor = "predictor",
+        /// `h2` with the origins answering the document with `103 Early
+        /// Hints` (preconnect the page's other hosts, preload what blocks
+        /// rendering), as a CDN would (Chromium only).
+        EarlyHints = "early-hints",
+        /// HTTP/3 to each domain (Chromium only).
+        H3 = "h3",
         /// HTTP/2 through the accelerator, its cache emptied first.
         AccelCold = "accel-cold",
         /// HTTP/2 through the accelerator, its cache warm.
@@ -96,6 +111,21 @@ impl Variant {
         Variant::AccelCold,
         Variant::AccelWarm,
     ];
+
+    /// The peers: what a browser and a CDN already do without the
+    /// accelerator, each against which it is measured.
+    pub const PEERS: [Variant; 4] = [
+        Variant::H2,
+        Variant::Predictor,
+        Variant::EarlyHints,
+        Variant::H3,
+    ];
+
+    /// Whether only Chromium can load this way (the loader has no
+    /// predictor, no 103 handling and no QUIC).
+    pub fn chromium_only(self) -> bool {
+        matches!(self, Variant::Predictor | Variant::EarlyHints | Variant::H3)
+    }
 
     /// Whether the load goes through the accelerator.
     pub fn through_accel(self) -> bool {
@@ -253,6 +283,17 @@ impl Experiment for Accel {
                     .into(),
             });
         }
+        if let Some(peer) = config.variants.iter().find(|v| v.chromium_only()) {
+            if config.tools.contains(&Browser::Loader) {
+                return Err(ExperimentError::Config {
+                    field: "--variant",
+                    message: format!(
+                        "{peer} is what Chromium does on its own (a returning visitor's \
+                         predictor, 103 Early Hints, HTTP/3): run it with --tool chromium only"
+                    ),
+                });
+            }
+        }
         for &r in config.down_kbps.iter().chain([&config.up_kbps]) {
             if !(8..=10_000_000).contains(&r) {
                 return Err(ExperimentError::Config {
@@ -282,6 +323,9 @@ impl Experiment for Accel {
     fn check_machine(&self) -> Result<(), ExperimentError> {
         if self.config.tools.contains(&Browser::Chromium) {
             crate::browser::check_binary(&self.config.chromium, "")?;
+            if self.config.variants.contains(&Variant::EarlyHints) {
+                crate::browser::check_early_hints(&self.config.chromium, "--variant")?;
+            }
         }
         needs_root()
     }
@@ -669,6 +713,50 @@ mod tests {
     }
 
     #[test]
+    fn the_accelerator_is_paired_against_the_best_peer() {
+        let mut runs = Vec::new();
+        for (v, plt) in [
+            (Variant::H2, 3.0),
+            (Variant::H3, 2.5),
+            (Variant::Predictor, 2.9),
+            (Variant::AccelWarm, 2.0),
+        ] {
+            for page in ["a", "b"] {
+                for run in 0..3 {
+                    runs.push(AccelRun {
+                        down_kbps: 512,
+                        variant: v,
+                        tool: Browser::Chromium,
+                        page: page.into(),
+                        run,
+                        plt_s: Some(plt + run as f64 * 0.01),
+                        connections: None,
+                        error: None,
+                        metrics: None,
+                    });
+                }
+            }
+        }
+        let r = report::report(&Config::default(), runs.clone(), None);
+        let text = mewa_report::Report::text(&r);
+        // h3 is the best peer; warm gains 20 % on it in all 6 pairs.
+        assert!(text.contains("accel-warm vs h3 (best peer)"), "{text}");
+        assert!(
+            text.contains("The best peer (lowest median over pages): h3 at 512"),
+            "{text}"
+        );
+        let row = text
+            .lines()
+            .find(|l| l.contains("accel-warm vs h3"))
+            .expect("row");
+        assert!(row.contains("6/6") && row.contains("-20."), "{row}");
+        // Without peers beyond h2, no best-peer rows.
+        runs.retain(|r| !matches!(r.variant, Variant::H3 | Variant::Predictor));
+        let text = mewa_report::Report::text(&report::report(&Config::default(), runs, None));
+        assert!(!text.contains("best peer)"), "{text}");
+    }
+
+    #[test]
     fn bad_settings_are_named() {
         let e = "spdy".parse::<Variant>().unwrap_err();
         assert!(e.to_string().contains("spdy"), "{e}");
@@ -687,6 +775,19 @@ mod tests {
         };
         let e = Accel::prepare(&c).unwrap_err();
         assert!(e.to_string().contains("--tool loader"), "{e}");
+        // The peers are Chromium's own: the loader cannot be one.
+        for peer in ["predictor", "early-hints", "h3"] {
+            let c = Config {
+                variants: vec![Variant::H2, peer.parse().unwrap()],
+                tools: vec![Browser::Chromium, Browser::Loader],
+                ..Config::default()
+            };
+            let e = Accel::prepare(&c).unwrap_err();
+            assert!(
+                e.to_string().contains(peer) && e.to_string().contains("--tool chromium"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -235,14 +235,17 @@ pub(super) fn report(
 /// loads (the same page and run index at the same rate): the median change
 /// over pages with a bootstrap 95 % interval, the Wilcoxon signed-rank
 /// p-value and the pairs won (`mewa_report::paired`); with Chromium, the
-/// medians of the paint marks users watch beside them.
+/// medians of the paint marks users watch beside them. Where peers ran
+/// (`predictor`, `early-hints`, `h3`), the accelerator is also paired
+/// against the best of them at that rate: the peer with the lowest median
+/// over pages of its pages' median PLT, `h2` included.
 fn paired(runs: &[AccelRun], tool: Browser, variants: &[Variant]) -> Option<Section> {
     if !variants.contains(&Variant::H2) {
         return None;
     }
     let mut t = Table::new(&[
         "downlink kbit/s",
-        "variant vs h2",
+        "variant vs baseline",
         "pages",
         "pairs won",
         "median PLT change % [95% CI]",
@@ -268,56 +271,112 @@ fn paired(runs: &[AccelRun], tool: Browser, variants: &[Variant]) -> Option<Sect
             .collect();
         median(&x)
     };
-    for &rate in &rates {
-        let base = mine(rate, Variant::H2);
-        for &v in variants.iter().filter(|v| **v != Variant::H2) {
-            let other = mine(rate, v);
-            let mut pages: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
-            for a in &base {
-                let b = other.iter().find(|b| b.page == a.page && b.run == a.run);
-                if let (Some(x), Some(y)) = (a.plt_s, b.and_then(|b| b.plt_s)) {
-                    pages.entry(a.page.as_str()).or_default().push((x, y));
-                }
+    // `other` against `base` at `rate`, pairs by page and run.
+    let row = |rate: u64, base: Variant, other_v: Variant, label: String| -> Option<Vec<String>> {
+        let base = mine(rate, base);
+        let other = mine(rate, other_v);
+        let mut pages: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+        for a in &base {
+            let b = other.iter().find(|b| b.page == a.page && b.run == a.run);
+            if let (Some(x), Some(y)) = (a.plt_s, b.and_then(|b| b.plt_s)) {
+                pages.entry(a.page.as_str()).or_default().push((x, y));
             }
-            let pages: Vec<(String, Vec<(f64, f64)>)> =
-                pages.into_iter().map(|(p, v)| (p.to_owned(), v)).collect();
-            let cmp = mewa_report::compare_pages(&pages, &Default::default());
-            let Some(o) = cmp.overall else {
+        }
+        let pages: Vec<(String, Vec<(f64, f64)>)> =
+            pages.into_iter().map(|(p, v)| (p.to_owned(), v)).collect();
+        let o = mewa_report::compare_pages(&pages, &Default::default()).overall?;
+        Some(vec![
+            rate.to_string(),
+            label,
+            o.pages.to_string(),
+            format!("{}/{}", o.won, o.pairs),
+            format!(
+                "{:+.1} [{:+.1}, {:+.1}]",
+                o.median_change * 100.0,
+                o.ci.0 * 100.0,
+                o.ci.1 * 100.0
+            ),
+            mewa_report::opt(o.p_value, 4),
+            mewa_report::opt(med(&other, &|m| m.fcp_s), 2),
+            mewa_report::opt(med(&other, &|m| m.lcp_s), 2),
+            mewa_report::opt(med(&other, &|m| m.speed_index_s), 2),
+            mewa_report::opt(
+                med(&other, &|m| {
+                    (m.objects > 0).then(|| m.objects_arrived as f64 / m.objects as f64 * 100.0)
+                }),
+                1,
+            ),
+        ])
+    };
+    let mut best_peers = Vec::new();
+    for &rate in &rates {
+        for &v in variants.iter().filter(|v| **v != Variant::H2) {
+            if let Some(r) = row(rate, Variant::H2, v, format!("{v} vs h2")) {
+                t.push(r);
+            }
+        }
+        let Some(best) = best_peer(runs, tool, rate, variants) else {
+            continue;
+        };
+        if best == Variant::H2 {
+            continue;
+        }
+        best_peers.push(format!("{best} at {rate} kbit/s"));
+        for v in [Variant::AccelWarm, Variant::AccelCold] {
+            if !variants.contains(&v) {
                 continue;
-            };
-            t.push(vec![
-                rate.to_string(),
-                v.to_string(),
-                o.pages.to_string(),
-                format!("{}/{}", o.won, o.pairs),
-                format!(
-                    "{:+.1} [{:+.1}, {:+.1}]",
-                    o.median_change * 100.0,
-                    o.ci.0 * 100.0,
-                    o.ci.1 * 100.0
-                ),
-                mewa_report::opt(o.p_value, 4),
-                mewa_report::opt(med(&other, &|m| m.fcp_s), 2),
-                mewa_report::opt(med(&other, &|m| m.lcp_s), 2),
-                mewa_report::opt(med(&other, &|m| m.speed_index_s), 2),
-                mewa_report::opt(
-                    med(&other, &|m| {
-                        (m.objects > 0).then(|| m.objects_arrived as f64 / m.objects as f64 * 100.0)
-                    }),
-                    1,
-                ),
-            ]);
+            }
+            if let Some(r) = row(rate, best, v, format!("{v} vs {best} (best peer)")) {
+                t.push(r);
+            }
         }
     }
+    let best = if best_peers.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " The best peer (lowest median over pages): {}.",
+            best_peers.join(", ")
+        )
+    };
     Some(Section {
-        title: format!("Against HTTP/2 per domain, paired ({tool})"),
+        title: format!("Against HTTP/2 per domain and the best peer, paired ({tool})"),
         csv: match tool {
             Browser::Chromium => "paired_chromium.csv",
             Browser::Loader => "paired_loader.csv",
         },
         table: t,
-        note: "Pairs: the same page and run at the same rate. Over pages: the median of the pages' median changes, a two-level bootstrap 95 % interval, the Wilcoxon signed-rank p-value over the pages' medians.".into(),
+        note: format!(
+            "Pairs: the same page and run at the same rate. Over pages: the median of the \
+             pages' median changes, a two-level bootstrap 95 % interval, the Wilcoxon \
+             signed-rank p-value over the pages' medians.{best}"
+        ),
     })
+}
+
+/// The peer (`h2` or what a browser and a CDN add to it) with the lowest
+/// median over pages of its pages' median PLT at `rate`, among those that
+/// ran; `None` when none did.
+fn best_peer(runs: &[AccelRun], tool: Browser, rate: u64, variants: &[Variant]) -> Option<Variant> {
+    let mut best: Option<(f64, Variant)> = None;
+    for v in Variant::PEERS.into_iter().filter(|v| variants.contains(v)) {
+        let mut pages: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        for r in runs
+            .iter()
+            .filter(|r| r.tool == tool && r.down_kbps == rate && r.variant == v)
+        {
+            if let Some(p) = r.plt_s {
+                pages.entry(r.page.as_str()).or_default().push(p);
+            }
+        }
+        let medians: Vec<f64> = pages.values().filter_map(|x| median(x)).collect();
+        if let Some(m) = median(&medians) {
+            if best.is_none_or(|(b, _)| m < b) {
+                best = Some((m, v));
+            }
+        }
+    }
+    best.map(|(_, v)| v)
 }
 
 /// With several pages (recordings), each page's median PLT per rate and

@@ -256,24 +256,8 @@ impl Experiment for Meh {
             );
         }
         if let Some((chromium, _)) = &self.setup.browser {
-            // 103 Early Hints are acted on from Chromium 103 on.
             if self.setup.arms.contains(&Arm::EarlyHints) {
-                match mewa_chromium::major_version(chromium) {
-                    Some(v) if v >= 103 => {}
-                    found => {
-                        return Err(ExperimentError::Config {
-                            field: "--arms",
-                            message: format!(
-                                "early-hints needs a Chromium that acts on 103 Early Hints \
-                                 (103 or newer); {} is {}",
-                                chromium.display(),
-                                found.map_or("of an unknown version".into(), |v| format!(
-                                    "version {v}"
-                                ))
-                            ),
-                        })
-                    }
-                }
+                crate::browser::check_early_hints(chromium, "--arms")?;
             }
         }
         needs_root()

@@ -29,8 +29,11 @@ pub struct AccelArgs {
     #[arg(long, value_parser = units::rtt_ms)]
     rtt: Option<u64>,
     /// Variants: h1, https, h2, accel-cold, accel-warm [default: these
-    /// five]; accel-meh (the warm accelerator with the Mobile Edge Hint
-    /// client's connection count and size balancing) with --tool loader.
+    /// five]; the peers a browser and a CDN already have, direct to the
+    /// origins, with --tool chromium: predictor (a returning visitor),
+    /// early-hints (103 Early Hints from the origins), h3 (HTTP/3);
+    /// accel-meh (the warm accelerator with the Mobile Edge Hint client's
+    /// connection count and size balancing) with --tool loader.
     #[arg(long, value_delimiter = ',')]
     variant: Vec<Variant>,
     /// Tools: chromium (headline), loader (quick sweep) [default: chromium].
