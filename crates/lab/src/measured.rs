@@ -140,6 +140,7 @@ pub fn measure(
         .arg(WINDOW)
         .arg("about:blank");
     let host = mewa_hint::page::host_of(&l.page.main).unwrap_or_default();
+    let shown = shown_host(l.page);
     let (cmd, chromium, timeout, url, revisit, m) = (
         l.cmd,
         l.chromium,
@@ -155,7 +156,7 @@ pub fn measure(
         };
         let r = async {
             let predicted = if revisit {
-                visit_before(&mut s, url, &host).await?
+                visit_before(&mut s, url, (&host, &shown)).await?
             } else {
                 Vec::new()
             };
@@ -210,11 +211,12 @@ const LEARN_WAIT: Duration = Duration::from_secs(3);
 /// has learned its origins (a second visit if the first taught it
 /// nothing), then the HTTP cache, sockets and host cache cleared
 /// ([`ChromiumSession::clear_for_revisit`]). Returns the origins the
-/// predictor knows for the page's host.
+/// predictor knows for `shown`, the host of the document the page ends up
+/// showing ([`shown_host`]).
 async fn visit_before(
     s: &mut ChromiumSession,
     url: &str,
-    host: &str,
+    (host, shown): (&str, &str),
 ) -> Result<Vec<String>, Visit> {
     let scheme = url.split("://").next().unwrap_or("https");
     s.visit(&format!("{scheme}://{host}/mewa-first-visit"))
@@ -223,13 +225,25 @@ async fn visit_before(
     for _ in 0..2 {
         s.visit(url).await?;
         tokio::time::sleep(LEARN_WAIT).await;
-        learned = s.predicted_origins(host).await?;
+        learned = s.predicted_origins(shown).await?;
         if !learned.is_empty() {
             break;
         }
     }
     s.clear_for_revisit().await?;
     Ok(learned)
+}
+
+/// The host Chromium's loading predictor files a visit of `page` under:
+/// that of the document the browser ends up showing, at the end of the
+/// root's redirect chain (bing.com → cn.bing.com), as its table is keyed
+/// by the main frame's committed host; the page URL's host when the page
+/// has no document.
+fn shown_host(page: &Page) -> String {
+    page.document()
+        .map(|d| d.host.clone())
+        .or_else(|| mewa_hint::page::host_of(&page.main))
+        .unwrap_or_default()
 }
 
 /// The measured navigation's part of a NetLog: its times, what arrived,
@@ -286,4 +300,50 @@ fn read_netlog(bytes: &[u8], page: &Page, l: &BrowserLoad, out: &mut Measured) {
         out.error = Some(format!("the NetLog has no request for {}", page.main));
     }
     out.metrics = Some(m);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mewa_corpus::{Discovery, Object};
+
+    fn obj(id: u32, host: &str, parent: Option<u32>, how: Discovery) -> Object {
+        Object {
+            id,
+            host: host.into(),
+            path: "/".into(),
+            size: 2000,
+            content_type: "text/html".into(),
+            parent,
+            discovery: how,
+            compute_ms: 0,
+            status: None,
+            think_ms: 0,
+            recorded_size: None,
+        }
+    }
+
+    /// The predictor is asked about the host the redirects end on, not
+    /// the one the page's URL names.
+    #[test]
+    fn the_predictor_host_is_where_the_redirects_end() {
+        let mut root = obj(0, "bing.com", None, Discovery::Html);
+        root.status = Some(302);
+        let mut page = Page {
+            name: "p".into(),
+            main: "https://bing.com/".into(),
+            objects: vec![
+                root,
+                obj(1, "cn.bing.com", Some(0), Discovery::Redirect),
+                obj(2, "img.example", Some(1), Discovery::Html),
+            ],
+            shared_connections: Vec::new(),
+        };
+        assert_eq!(shown_host(&page), "cn.bing.com");
+        page.objects.truncate(1);
+        page.objects[0].status = None;
+        assert_eq!(shown_host(&page), "bing.com");
+        page.objects.clear();
+        assert_eq!(shown_host(&page), "bing.com");
+    }
 }
